@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// DeadLetter is a task that failed for good, as the dead-letter list shows it.
+type DeadLetter struct {
+	ID          string
+	Partition   partition.Key
+	Priority    int
+	Attempts    int
+	MaxAttempts int
+	EnqueuedAt  time.Time
+	DiedAt      time.Time
+	Payload     []byte
+	Headers     map[string]string
+	Crashes     int
+	LastError   string
+}
+
+// DeadPage is one page of dead letters, newest first.
+type DeadPage struct {
+	Total   int // dead letters in the queue
+	Letters []DeadLetter
+}
+
+// DeadLetters returns up to limit dead letters, newest first, skipping offset of them. Its cost is
+// O(log n + limit). It fails with ErrInvalid for a negative offset or a limit outside [1, 10000].
+func (e *Engine) DeadLetters(ctx context.Context, offset, limit int) (DeadPage, error) {
+	if offset < 0 || limit < 1 || limit > 10000 {
+		return DeadPage{}, invalidf("dead-letter page offset %d limit %d", offset, limit)
+	}
+	res, err := e.run(ctx, scriptDeadList, offset, limit)
+	if err != nil {
+		return DeadPage{}, err
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows) < 1 {
+		return DeadPage{}, fmt.Errorf("srq: dead letters: malformed reply %v", res)
+	}
+	total, err := replyInt(rows[0])
+	if err != nil {
+		return DeadPage{}, err
+	}
+	page := DeadPage{Total: int(total), Letters: make([]DeadLetter, 0, len(rows)-1)}
+	for _, row := range rows[1:] {
+		d, err := parseDeadLetter(row)
+		if err != nil {
+			return DeadPage{}, err
+		}
+		page.Letters = append(page.Letters, d)
+	}
+	return page, nil
+}
+
+// parseDeadLetter reads one row of dead_list.lua: {id, partition, priority, attempts, max
+// attempts, enqueued-at ms, died-at ms, payload, headers, crashes, last error}.
+func parseDeadLetter(v any) (DeadLetter, error) {
+	f, err := replySlice(v)
+	if err != nil || len(f) != 11 {
+		return DeadLetter{}, fmt.Errorf("srq: dead letters: malformed row %v", v)
+	}
+	var s [6]string
+	for i, j := range []int{0, 1, 2, 7, 8, 10} {
+		if s[i], err = replyString(f[j]); err != nil {
+			return DeadLetter{}, err
+		}
+	}
+	var n [5]int64
+	for i, j := range []int{3, 4, 5, 6, 9} {
+		if n[i], err = replyInt(f[j]); err != nil {
+			return DeadLetter{}, err
+		}
+	}
+	d := DeadLetter{ID: s[0], Partition: partition.Key(s[1]), Payload: []byte(s[3]), LastError: s[5],
+		Attempts: int(n[0]), MaxAttempts: int(n[1]), EnqueuedAt: time.UnixMilli(n[2]), DiedAt: time.UnixMilli(n[3]),
+		Crashes: int(n[4])}
+	if d.Priority, err = strconv.Atoi(s[2]); err != nil {
+		return DeadLetter{}, fmt.Errorf("srq: dead letter %s: bad priority %q", d.ID, s[2])
+	}
+	if d.Headers, err = decodeHeaders([]byte(s[4])); err != nil {
+		return DeadLetter{}, fmt.Errorf("srq: dead letter %s: %w", d.ID, err)
+	}
+	return d, nil
+}
+
+// Requeue moves dead letters back to pending as if newly published: behind the work already
+// pending in their partition, available now, attempts reset; the last error stays on the record.
+// It returns one error per id: nil, ErrNotFound or ErrNotDead.
+func (e *Engine) Requeue(ctx context.Context, ids []string) ([]error, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		if err := validID(id, false); err != nil {
+			return nil, fmt.Errorf("%w: id %d: %w", ErrInvalid, i, err)
+		}
+		args[i] = id
+	}
+	return e.runCodes(ctx, scriptRequeue, len(ids), args)
+}
+
+// Purge deletes the dead letters with the given ids and returns how many it deleted; ids that are
+// not dead letters are left alone.
+func (e *Engine) Purge(ctx context.Context, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, 0)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	n, _, err := e.purge(ctx, args)
+	return n, err
+}
+
+// purgeChunk is how many dead letters one PurgeAll round trip deletes.
+const purgeChunk = 1000
+
+// PurgeAll deletes every dead letter, a bounded chunk per round trip, and returns how many it
+// deleted. When ctx ends it returns what it deleted so far and ctx's error.
+func (e *Engine) PurgeAll(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, left, err := e.purge(ctx, []any{purgeChunk})
+		total += n
+		if err != nil || left == 0 || n == 0 {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+func (e *Engine) purge(ctx context.Context, args []any) (deleted, left int, err error) {
+	res, err := e.run(ctx, scriptPurge, args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows) != 2 {
+		return 0, 0, fmt.Errorf("srq: purge: malformed reply %v", res)
+	}
+	d, err := replyInt(rows[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	l, err := replyInt(rows[1])
+	return int(d), int(l), err
+}

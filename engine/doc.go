@@ -1,0 +1,12 @@
+// Package engine is srq's byte-level core: it runs the Lua scripts in ../lua against Redis and
+// knows nothing of payload types. The root package srq builds typed queues and the worker pool on
+// top of it.
+//
+// Every call takes a context first and honours it down to the Redis call. Every time decision
+// (what is due, when a lease ends) uses the Redis server's clock. Every operation that settles a
+// leased task (Ack, Reject, Extend, Kill) checks the task's fencing token and refuses a stale one
+// with ErrStaleToken, changing nothing.
+//
+// This package is importable so tools can reach the queue directly, but it is not a stable API:
+// prefer the root package.
+package engine

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"cmp"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultPrefix             = "srq"
+	DefaultDeadLetterMaxCount = 100_000
+	DefaultDeadLetterMaxAge   = 30 * 24 * time.Hour
+	DefaultRecoverChunk       = 500
+	DefaultMaxPayloadBytes    = 4 << 20
+	DefaultMaxBlock           = time.Second
+)
+
+// Limits on what one task may carry.
+const (
+	MaxIDLen     = 256     // bytes of a task id
+	MaxReasonLen = 8 << 10 // bytes of a reject or kill reason; longer ones are cut
+	MinPriority  = -1 << 31
+	MaxPriority  = 1<<31 - 1
+)
+
+// Config configures an Engine for one queue. Zero values mean the documented defaults.
+type Config struct {
+	// Queue names the queue. Required; at most MaxNameLen bytes; no '{' or '}'.
+	Queue string
+	// Prefix starts every key of the queue. Default "srq".
+	Prefix string
+	// DedupWindow keeps the ids of acked tasks this long, so publishing one again within the
+	// window is reported as a duplicate. Default 0: an acked id may be published again at once.
+	DedupWindow time.Duration
+	// DeadLetterMaxCount caps the dead letters; the oldest go first. Default 100,000; negative: no cap.
+	DeadLetterMaxCount int
+	// DeadLetterMaxAge drops dead letters older than this. Default 30 days; negative: no cap.
+	DeadLetterMaxAge time.Duration
+	// CrashIsNotAttempt makes a lease that expired (a crashed or stalled consumer) not count as an
+	// attempt. Default false: it counts. Crashes are counted separately either way.
+	CrashIsNotAttempt bool
+	// RecoverChunk is the most expired leases one Recover call looks at. Default 500.
+	RecoverChunk int
+	// MaxOrderedRun is the most consecutive tasks of one ordered partition a fetch leases. Default 0:
+	// as many as the fetch asks for.
+	MaxOrderedRun int
+	// MaxPayloadBytes is the largest payload Publish accepts. Default 4 MiB.
+	MaxPayloadBytes int
+	// MaxBlock is the longest single wait FetchWait spends blocked in Redis before it looks at its
+	// context again, so it bounds how late a cancellation is noticed. Default 1s; keep it below the
+	// client's ReadTimeout.
+	MaxBlock time.Duration
+}
+
+// Engine runs one queue's scripts over a go-redis client (single node, Sentinel or Cluster). It is
+// safe for concurrent use.
+type Engine struct {
+	client     redis.UniversalClient
+	cfg        Config
+	keys       Keys
+	scriptKeys []string
+}
+
+// New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
+// with ErrInvalid when the client is nil or the configuration is invalid.
+func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
+	if client == nil {
+		return nil, invalidf("nil redis client")
+	}
+	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
+	cfg.DeadLetterMaxCount = cmp.Or(cfg.DeadLetterMaxCount, DefaultDeadLetterMaxCount)
+	cfg.DeadLetterMaxAge = cmp.Or(cfg.DeadLetterMaxAge, DefaultDeadLetterMaxAge)
+	cfg.RecoverChunk = cmp.Or(cfg.RecoverChunk, DefaultRecoverChunk)
+	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	cfg.MaxBlock = cmp.Or(cfg.MaxBlock, DefaultMaxBlock)
+	switch {
+	case cfg.DedupWindow < 0:
+		return nil, invalidf("negative DedupWindow %v", cfg.DedupWindow)
+	case cfg.RecoverChunk < 0:
+		return nil, invalidf("negative RecoverChunk %d", cfg.RecoverChunk)
+	case cfg.MaxOrderedRun < 0:
+		return nil, invalidf("negative MaxOrderedRun %d", cfg.MaxOrderedRun)
+	case cfg.MaxPayloadBytes < 0:
+		return nil, invalidf("negative MaxPayloadBytes %d", cfg.MaxPayloadBytes)
+	case cfg.MaxBlock < time.Millisecond:
+		return nil, invalidf("MaxBlock %v is below 1ms", cfg.MaxBlock)
+	}
+	keys, err := NewKeys(cfg.Prefix, cfg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.scriptKeys()}, nil
+}
+
+// Keys returns the names of the queue's keys.
+func (e *Engine) Keys() Keys { return e.keys }
+
+// Config returns the configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Client returns the Redis client the engine runs on.
+func (e *Engine) Client() redis.UniversalClient { return e.client }
+
+func (e *Engine) deadCaps() (count int, ageMs int64) {
+	count = max(e.cfg.DeadLetterMaxCount, 0)
+	ageMs = max(e.cfg.DeadLetterMaxAge.Milliseconds(), 0)
+	return count, ageMs
+}

@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrStaleToken is returned for a task whose fencing token is not the current lease's: the
+	// lease expired and the task was returned or delivered again, or it was settled already.
+	ErrStaleToken = errors.New("srq: stale fencing token: the task's lease is no longer held")
+	// ErrNotFound is returned for a task id that does not exist.
+	ErrNotFound = errors.New("srq: task not found")
+	// ErrNotDead is returned when requeueing a task that is not a dead letter.
+	ErrNotDead = errors.New("srq: task is not a dead letter")
+	// ErrInvalid is wrapped by every error about a bad argument or configuration.
+	ErrInvalid = errors.New("srq: invalid argument")
+)
+
+// Result codes the scripts return (lua/includes/common.lua).
+const (
+	codeOK        = 0
+	codeStale     = 1
+	codeNotFound  = 2
+	codeDuplicate = 3
+	codeNotDead   = 4
+	codeDead      = 5
+)
+
+// codeErrors is the one table that turns script result codes into errors. Codes that mean success
+// for the operation at hand (OK, DUPLICATE, DEAD) map to nil.
+var codeErrors = map[int64]error{
+	codeOK:        nil,
+	codeStale:     ErrStaleToken,
+	codeNotFound:  ErrNotFound,
+	codeDuplicate: nil,
+	codeNotDead:   ErrNotDead,
+	codeDead:      nil,
+}
+
+func codeError(code int64) error {
+	err, ok := codeErrors[code]
+	if !ok {
+		return fmt.Errorf("srq: unknown script result code %d", code)
+	}
+	return err
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// Delivery is one leased task as a consumer receives it.
+type Delivery struct {
+	ID          string
+	Token       Token // the fencing token of this delivery
+	Partition   partition.Key
+	Priority    int
+	Attempt     int // 1 on the first delivery
+	MaxAttempts int // 0: no limit
+	EnqueuedAt  time.Time
+	AvailableAt time.Time
+	Payload     []byte
+	Headers     map[string]string
+	Crashes     int    // how often a lease of this task expired
+	LastError   string // the reason given by the last reject, if any
+	// LeaseDeadline is when the lease ends, on this machine's clock: the time the fetch was sent
+	// plus the lease, which is never later than the server's deadline.
+	LeaseDeadline time.Time
+}
+
+// Receipt returns what Ack, Reject, Extend and Kill need to name this delivery.
+func (d *Delivery) Receipt() Receipt { return Receipt{ID: d.ID, Token: d.Token} }
+
+// Receipt names one delivery of a task: its id and fencing token.
+type Receipt struct {
+	ID    string
+	Token Token
+}
+
+// Fetch leases up to n tasks to consumer for lease, serving ready partitions round-robin. It
+// returns at once, with no tasks when none is ready. It fails with ErrInvalid for n < 1, a lease
+// under a millisecond or an empty consumer id.
+func (e *Engine) Fetch(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, error) {
+	ds, _, err := e.fetch(ctx, consumer, n, lease)
+	return ds, err
+}
+
+// FetchWait is Fetch that, when nothing is ready, blocks in Redis until a publish or a release
+// makes work ready, the next delayed task is due, wait passes, or ctx ends. It returns no tasks and
+// a nil error when wait passes; ctx's error when ctx ends.
+func (e *Engine) FetchWait(ctx context.Context, consumer string, n int, lease, wait time.Duration) ([]Delivery, error) {
+	end := time.Now().Add(wait)
+	for {
+		ds, nextDue, err := e.fetch(ctx, consumer, n, lease)
+		if err != nil || len(ds) > 0 {
+			return ds, err
+		}
+		block := min(time.Until(end), e.cfg.MaxBlock)
+		if nextDue >= 0 {
+			block = min(block, nextDue)
+		}
+		if d, ok := ctx.Deadline(); ok {
+			block = min(block, time.Until(d))
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if block <= 0 {
+			return nil, nil
+		}
+		if err := e.block(ctx, block); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// block waits on the wake-up list for at most d. go-redis sends whole seconds for BLPop, so a
+// shorter wait is sent as a fractional timeout (Redis 6+), which uses the client's ReadTimeout.
+func (e *Engine) block(ctx context.Context, d time.Duration) error {
+	var err error
+	if d >= time.Second {
+		err = e.client.BLPop(ctx, d.Truncate(time.Second), e.keys.Wake()).Err()
+	} else {
+		secs := strconv.FormatFloat(max(d.Seconds(), 0.001), 'f', 3, 64)
+		err = e.client.Do(ctx, "blpop", e.keys.Wake(), secs).Err()
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		return fmt.Errorf("srq: wait for work: %w", err)
+	}
+	return nil
+}
+
+// fetch runs fetch.lua once; nextDue is how long until delayed work is due (-1: none).
+func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, time.Duration, error) {
+	switch {
+	case n < 1:
+		return nil, 0, invalidf("fetch of %d tasks", n)
+	case lease < time.Millisecond:
+		return nil, 0, invalidf("lease %v is below 1ms", lease)
+	case consumer == "":
+		return nil, 0, invalidf("empty consumer id")
+	}
+	run := n
+	if e.cfg.MaxOrderedRun > 0 {
+		run = min(run, e.cfg.MaxOrderedRun)
+	}
+	sent := time.Now()
+	res, err := e.run(ctx, scriptFetch, consumer, n, lease.Milliseconds(), run)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows) < 3 {
+		return nil, 0, fmt.Errorf("srq: fetch: malformed reply %v", res)
+	}
+	wait, err := replyInt(rows[2])
+	if err != nil {
+		return nil, 0, err
+	}
+	nextDue := time.Duration(-1)
+	if wait >= 0 {
+		nextDue = time.Duration(wait) * time.Millisecond
+	}
+	ds := make([]Delivery, 0, len(rows)-3)
+	for _, row := range rows[3:] {
+		d, err := parseDelivery(row)
+		if err != nil {
+			return nil, 0, err
+		}
+		d.LeaseDeadline = sent.Add(lease)
+		ds = append(ds, d)
+	}
+	return ds, nextDue, nil
+}
+
+// parseDelivery reads one task row of fetch.lua: {id, token, partition, priority, attempt, max
+// attempts, enqueued-at ms, available-at ms, payload, headers, crashes, last error}.
+func parseDelivery(v any) (Delivery, error) {
+	f, err := replySlice(v)
+	if err != nil || len(f) != 12 {
+		return Delivery{}, fmt.Errorf("srq: fetch: malformed task %v", v)
+	}
+	var d Delivery
+	var s [6]string
+	for i, j := range []int{0, 1, 2, 3, 8, 9} {
+		if s[i], err = replyString(f[j]); err != nil {
+			return Delivery{}, err
+		}
+	}
+	var n [5]int64
+	for i, j := range []int{4, 5, 6, 7, 10} {
+		if n[i], err = replyInt(f[j]); err != nil {
+			return Delivery{}, err
+		}
+	}
+	if d.LastError, err = replyString(f[11]); err != nil {
+		return Delivery{}, err
+	}
+	d.ID, d.Partition, d.Payload = s[0], partition.Key(s[2]), []byte(s[4])
+	if d.Token, err = parseToken(s[1]); err != nil {
+		return Delivery{}, err
+	}
+	if d.Priority, err = strconv.Atoi(s[3]); err != nil {
+		return Delivery{}, fmt.Errorf("srq: fetch: bad priority %q", s[3])
+	}
+	if d.Headers, err = decodeHeaders([]byte(s[5])); err != nil {
+		return Delivery{}, fmt.Errorf("srq: task %s: %w", d.ID, err)
+	}
+	d.Attempt, d.MaxAttempts = int(n[0]), int(n[1])
+	d.EnqueuedAt, d.AvailableAt = time.UnixMilli(n[2]), time.UnixMilli(n[3])
+	d.Crashes = int(n[4])
+	return d, nil
+}

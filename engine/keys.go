@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// MaxNameLen is the longest queue name and key prefix, in bytes.
+const MaxNameLen = 200
+
+// Keys names every Redis key of one queue. All of them start with "<prefix>:{<queue>}:", so a
+// queue lives in one Redis Cluster slot. The part that varies (a task id or a partition key) always
+// ends the key, after a fixed marker, so no id or partition can make two keys collide. The Lua
+// scripts build the same names (lua/includes/common.lua); a test checks they agree.
+type Keys struct {
+	base string
+}
+
+// NewKeys returns the key names of queue under prefix. It fails with ErrInvalid when either is
+// empty, too long, not valid UTF-8, or holds '{' or '}' (which would break the hash tag).
+func NewKeys(prefix, queue string) (Keys, error) {
+	if err := validName("queue name", queue); err != nil {
+		return Keys{}, err
+	}
+	if err := validName("key prefix", prefix); err != nil {
+		return Keys{}, err
+	}
+	return Keys{base: prefix + ":{" + queue + "}:"}, nil
+}
+
+func validName(what, s string) error {
+	switch {
+	case s == "":
+		return invalidf("empty %s", what)
+	case len(s) > MaxNameLen:
+		return invalidf("%s is %d bytes, the limit is %d", what, len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return invalidf("%s %q is not valid UTF-8", what, s)
+	case strings.ContainsAny(s, "{}"):
+		return invalidf("%s %q holds '{' or '}', which would break the Redis Cluster hash tag", what, s)
+	}
+	return nil
+}
+
+// Base is the prefix every key of the queue starts with.
+func (k Keys) Base() string { return k.base }
+
+// Ready is the ZSET of partitions that can yield work now, scored by round-robin turn.
+func (k Keys) Ready() string { return k.base + "ready" }
+
+// Sched is the ZSET of partitions whose next work is in the future, scored by due time in ms.
+func (k Keys) Sched() string { return k.base + "sched" }
+
+// Inflight is the ZSET of leased task ids, scored by lease deadline in ms.
+func (k Keys) Inflight() string { return k.base + "inflight" }
+
+// Dead is the ZSET of dead-lettered task ids, scored by time of death in ms.
+func (k Keys) Dead() string { return k.base + "dead" }
+
+// Stats is the HASH of counters the scripts keep.
+func (k Keys) Stats() string { return k.base + "stats" }
+
+// Seq is the counter behind publish sequence numbers and fencing tokens.
+func (k Keys) Seq() string { return k.base + "seq" }
+
+// Wake is the LIST blocked fetchers wait on.
+func (k Keys) Wake() string { return k.base + "wake" }
+
+// Dedup is the ZSET of recently acked ids, kept only with a dedup window.
+func (k Keys) Dedup() string { return k.base + "dedup" }
+
+// Task is the HASH holding task id's record.
+func (k Keys) Task(id string) string { return k.base + "t:" + id }
+
+// Meta is the HASH of partition p's controls (paused, concurrency limit, blocked-until).
+func (k Keys) Meta(p partition.Key) string { return k.base + "m:" + string(p) }
+
+// Levels is the ZSET of the priority levels partition p has pending tasks in.
+func (k Keys) Levels(p partition.Key) string { return k.base + "r:" + string(p) }
+
+// Pending is the ZSET of partition p's pending tasks of one priority, scored by available-at ms;
+// members are a 20-digit sequence number followed by the task id.
+func (k Keys) Pending(p partition.Key, priority int) string {
+	return k.base + "q:" + strconv.Itoa(priority) + ":" + string(p)
+}
+
+// Held is the SET of leased task ids of partition p, kept for ordered and limited partitions.
+func (k Keys) Held(p partition.Key) string { return k.base + "l:" + string(p) }
+
+// scriptKeys are the KEYS every script gets, in the order lua/includes/common.lua expects.
+func (k Keys) scriptKeys() []string {
+	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup()}
+}

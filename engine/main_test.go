@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/internal/redistest"
+	"github.com/srqueue/srq/partition"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// bundle is what most engine tests need: an engine on a queue of their own, its client, a context.
+type bundle struct {
+	t      *testing.T
+	ctx    context.Context
+	client *redis.Client
+	eng    *Engine
+	server *redistest.Server
+}
+
+// setup returns an engine on a fresh queue of the shared Redis; cfg.Queue is filled in.
+func setup(t *testing.T, cfg Config) *bundle {
+	t.Helper()
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	cfg.Queue = redistest.Queue(t)
+	e, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return &bundle{t: t, ctx: ctx, client: c, eng: e, server: srv}
+}
+
+// publish adds msgs and fails the test on any error or duplicate.
+func (b *bundle) publish(msgs ...Message) []string {
+	b.t.Helper()
+	res, err := b.eng.Publish(b.ctx, msgs)
+	if err != nil {
+		b.t.Fatalf("publish: %v", err)
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		if r.Duplicate {
+			b.t.Fatalf("publish: message %d (%s) reported duplicate", i, r.ID)
+		}
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// fetch leases up to n tasks for consumer with a long lease.
+func (b *bundle) fetch(consumer string, n int) []Delivery {
+	b.t.Helper()
+	ds, err := b.eng.Fetch(b.ctx, consumer, n, time.Minute)
+	if err != nil {
+		b.t.Fatalf("fetch: %v", err)
+	}
+	return ds
+}
+
+// ack acks ds and fails the test unless every ack succeeds.
+func (b *bundle) ack(ds ...Delivery) {
+	b.t.Helper()
+	rs := make([]Receipt, len(ds))
+	for i := range ds {
+		rs[i] = ds[i].Receipt()
+	}
+	errs, err := b.eng.Ack(b.ctx, rs)
+	if err != nil {
+		b.t.Fatalf("ack: %v", err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			b.t.Fatalf("ack %s: %v", rs[i].ID, e)
+		}
+	}
+}
+
+// drain fetches and acks one task at a time until nothing is ready, returning the ids in order.
+func (b *bundle) drain(consumer string) []string {
+	b.t.Helper()
+	var ids []string
+	for {
+		ds := b.fetch(consumer, 1)
+		if len(ds) == 0 {
+			return ids
+		}
+		ids = append(ids, ds[0].ID)
+		b.ack(ds...)
+	}
+}
+
+func (b *bundle) stats() Stats {
+	b.t.Helper()
+	s, err := b.eng.Stats(b.ctx)
+	if err != nil {
+		b.t.Fatalf("stats: %v", err)
+	}
+	return s
+}
+
+// serverNow reads the Redis server's clock.
+func (b *bundle) serverNow() time.Time {
+	b.t.Helper()
+	now, err := b.client.Time(b.ctx).Result()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return now
+}
+
+// waitServerPast waits until the server's clock passes t: a condition with a deadline, because
+// leases and delays follow the server's clock, not this process's.
+func (b *bundle) waitServerPast(t time.Time) {
+	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.serverNow().After(t) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("server clock did not pass %v", t)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func msg(p partition.Key, payload string) Message {
+	return Message{Partition: p, Payload: []byte(payload)}
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// Message is one task to publish.
+type Message struct {
+	// ID identifies the task; empty means a new id from NewID. At most MaxIDLen bytes of UTF-8.
+	ID string
+	// Partition is the partition the task belongs to; the zero value is the base partition.
+	Partition partition.Key
+	// Priority orders tasks inside a partition: higher first. Between MinPriority and MaxPriority.
+	Priority int
+	// Delay makes the task available this long after the server receives it. Not negative; not
+	// together with At.
+	Delay time.Duration
+	// At makes the task available at this time (a time in the past means now, and orders the task
+	// by that time). The zero value means: use Delay.
+	At time.Time
+	// MaxAttempts is how many deliveries the task gets before it is dead-lettered; 0 means no limit.
+	MaxAttempts int
+	// Headers travel with the task, for example trace context.
+	Headers map[string]string
+	// Payload is the task's body, at most Config.MaxPayloadBytes.
+	Payload []byte
+}
+
+// PublishResult tells what Publish did with one message.
+type PublishResult struct {
+	// ID is the task's id, the generated one when the message had none.
+	ID string
+	// Duplicate is true when a task with this id existed already (pending, leased or dead), or was
+	// acked within the dedup window; nothing was changed then.
+	Duplicate bool
+}
+
+// Publish adds msgs in one round trip and reports per message whether it was added or a duplicate.
+// It fails with ErrInvalid, before writing anything, when any message is invalid.
+func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]PublishResult, len(msgs))
+	args := make([]any, 0, 1+8*len(msgs))
+	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	for i := range msgs {
+		m := &msgs[i]
+		if err := e.validateMessage(m); err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalid, i, err)
+		}
+		id := m.ID
+		if id == "" {
+			id = NewID()
+		}
+		out[i].ID = id
+		var at int64
+		if !m.At.IsZero() {
+			at = max(m.At.UnixMilli(), 1)
+		}
+		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
+			m.MaxAttempts, encodeHeaders(m.Headers), m.Payload)
+	}
+	res, err := e.run(ctx, scriptPublish, args...)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := replyCodes(res, len(msgs))
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range codes {
+		out[i].Duplicate = c == codeDuplicate
+	}
+	return out, nil
+}
+
+// validateMessage checks m and returns a plain error; Publish wraps it with ErrInvalid.
+func (e *Engine) validateMessage(m *Message) error {
+	if err := validID(m.ID, true); err != nil {
+		return err
+	}
+	if err := m.Partition.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case m.Priority < MinPriority || m.Priority > MaxPriority:
+		return fmt.Errorf("priority %d is outside [%d, %d]", m.Priority, MinPriority, MaxPriority)
+	case m.Delay < 0:
+		return fmt.Errorf("negative delay %v", m.Delay)
+	case m.Delay > 0 && !m.At.IsZero():
+		return fmt.Errorf("both Delay and At are set")
+	case !m.At.IsZero() && m.At.UnixMilli() < 0:
+		return fmt.Errorf("At %v is before 1970", m.At)
+	case m.MaxAttempts < 0:
+		return fmt.Errorf("negative MaxAttempts %d", m.MaxAttempts)
+	case len(m.Payload) > e.cfg.MaxPayloadBytes:
+		return fmt.Errorf("payload is %d bytes, the limit is %d", len(m.Payload), e.cfg.MaxPayloadBytes)
+	}
+	return nil
+}
+
+// validID checks a task id, empty allowed where one will be generated; the error does not wrap
+// ErrInvalid, callers do.
+func validID(id string, emptyOK bool) error {
+	switch {
+	case id == "" && !emptyOK:
+		return fmt.Errorf("empty task id")
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("task id is %d bytes, the limit is %d", len(id), MaxIDLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("task id %q is not valid UTF-8", id)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/lua"
+)
+
+// script is one Lua script with its includes expanded and its SHA1, as EVALSHA wants it.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+// scripts holds every script of package lua by name. They are embedded, so a broken one is a
+// build defect; TestScriptsLoad loads every one into a real Redis.
+var scripts = func() map[string]*script {
+	m := make(map[string]*script)
+	for _, name := range lua.Names() {
+		src, err := lua.Source(name)
+		if err != nil {
+			panic(err)
+		}
+		sum := sha1.Sum([]byte(src))
+		m[name] = &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	}
+	return m
+}()
+
+func mustScript(name string) *script {
+	s, ok := scripts[name]
+	if !ok {
+		panic("srq: no embedded script " + name)
+	}
+	return s
+}
+
+var (
+	scriptPublish   = mustScript("publish")
+	scriptFetch     = mustScript("fetch")
+	scriptAck       = mustScript("ack")
+	scriptReject    = mustScript("reject")
+	scriptExtend    = mustScript("extend")
+	scriptKill      = mustScript("kill")
+	scriptRecover   = mustScript("recover")
+	scriptDeadList  = mustScript("dead_list")
+	scriptRequeue   = mustScript("requeue")
+	scriptPurge     = mustScript("purge")
+	scriptSetPaused = mustScript("set_paused")
+	scriptSetLimit  = mustScript("set_limit")
+	scriptStats     = mustScript("stats")
+	scriptTask      = mustScript("task")
+)
+
+// LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster). Calling
+// it is optional: a script missing from the server's cache is loaded on first use and again after
+// a restart, failover or SCRIPT FLUSH.
+func (e *Engine) LoadScripts(ctx context.Context) error {
+	for _, s := range scripts {
+		if err := e.load(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) load(ctx context.Context, s *script) error {
+	sha, err := e.client.ScriptLoad(ctx, s.src).Result()
+	if err != nil {
+		return fmt.Errorf("srq: load script %s: %w", s.name, err)
+	}
+	if sha != s.sha {
+		return fmt.Errorf("srq: load script %s: server computed SHA %s, want %s", s.name, sha, s.sha)
+	}
+	return nil
+}
+
+// call is one script invocation with its ARGV after the key base.
+type call struct {
+	script *script
+	args   []any
+}
+
+func (e *Engine) evalArgs(args []any) []any {
+	return append([]any{e.keys.Base()}, args...)
+}
+
+// run executes one script with EVALSHA, loading it and retrying once when the server does not
+// know it (NOSCRIPT).
+func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
+	res, err := e.client.EvalSha(ctx, s.sha, e.scriptKeys, e.evalArgs(args)...).Result()
+	if isNoScript(err) {
+		if err := e.load(ctx, s); err != nil {
+			return nil, err
+		}
+		res, err = e.client.EvalSha(ctx, s.sha, e.scriptKeys, e.evalArgs(args)...).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("srq: %s: %w", s.name, err)
+	}
+	return res, nil
+}
+
+// runPipelined executes several scripts in one round trip. A call that failed with NOSCRIPT did
+// not run, so those are loaded and sent again, once. Results come back in call order; the error is
+// the first call's error, if any.
+func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	send := func(idx []int) {
+		// Pipeline errors are per command; Exec's own error repeats the first of them.
+		_, _ = e.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx {
+				cmds[i] = p.EvalSha(ctx, calls[i].script.sha, e.scriptKeys, e.evalArgs(calls[i].args)...)
+			}
+			return nil
+		})
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	send(all)
+
+	var again []int
+	loaded := map[*script]bool{}
+	for i, cmd := range cmds {
+		if !isNoScript(cmd.Err()) {
+			continue
+		}
+		if s := calls[i].script; !loaded[s] {
+			if err := e.load(ctx, s); err != nil {
+				return nil, err
+			}
+			loaded[s] = true
+		}
+		again = append(again, i)
+	}
+	if len(again) > 0 {
+		send(again)
+	}
+
+	out := make([]any, len(calls))
+	var first error
+	for i, cmd := range cmds {
+		res, err := cmd.Result()
+		if err != nil && first == nil {
+			first = fmt.Errorf("srq: %s: %w", calls[i].script.name, err)
+		}
+		out[i] = res
+	}
+	return out, first
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Ack completes the deliveries in rs in one round trip: each task is deleted, and an ordered or
+// limited partition whose last leased task it was is released. It returns one error per receipt:
+// nil, ErrStaleToken (the lease is no longer this delivery's; nothing changed) or ErrNotFound.
+func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 1+2*len(rs))
+	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	for _, r := range rs {
+		args = append(args, r.ID, r.Token.String())
+	}
+	return e.runCodes(ctx, scriptAck, len(rs), args)
+}
+
+// Rejection returns one delivery to pending.
+type Rejection struct {
+	Receipt
+	// Delay is how long the task (unordered) or its whole partition (ordered) waits. Not negative.
+	Delay time.Duration
+	// Reason is kept as the task's last error; at most MaxReasonLen bytes are kept.
+	Reason string
+	// NotAttempt makes this delivery not count as an attempt, as for a rate limit.
+	NotAttempt bool
+}
+
+// RejectResult tells what Reject did with one delivery.
+type RejectResult struct {
+	// DeadLettered is true when the task had used its attempts and went to the dead letters.
+	DeadLettered bool
+	// Err is nil, ErrStaleToken or ErrNotFound.
+	Err error
+}
+
+// Reject returns deliveries to pending in one round trip. An unordered task comes back at
+// now+Delay; an ordered task keeps its exact place at the head of its partition, and the partition
+// is blocked until now+Delay. A task that has used its max attempts goes to the dead letters
+// instead. It fails with ErrInvalid for a negative delay.
+func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	count, age := e.deadCaps()
+	args := make([]any, 0, 2+5*len(rs))
+	args = append(args, count, age)
+	for i, r := range rs {
+		if r.Delay < 0 {
+			return nil, invalidf("rejection %d: negative delay %v", i, r.Delay)
+		}
+		counts := 1
+		if r.NotAttempt {
+			counts = 0
+		}
+		args = append(args, r.ID, r.Token.String(), r.Delay.Milliseconds(), clip(r.Reason), counts)
+	}
+	res, err := e.run(ctx, scriptReject, args...)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := replyCodes(res, len(rs))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RejectResult, len(rs))
+	for i, c := range codes {
+		out[i] = RejectResult{DeadLettered: c == codeDead, Err: codeError(c)}
+	}
+	return out, nil
+}
+
+// Extend moves the lease deadline of the deliveries in rs to now+lease (server time) in one round
+// trip. It returns one error per receipt (nil, ErrStaleToken or ErrNotFound) and the new deadline
+// on this machine's clock, never later than the server's. It fails with ErrInvalid for a lease
+// under a millisecond.
+func (e *Engine) Extend(ctx context.Context, rs []Receipt, lease time.Duration) ([]error, time.Time, error) {
+	if lease < time.Millisecond {
+		return nil, time.Time{}, invalidf("lease %v is below 1ms", lease)
+	}
+	if len(rs) == 0 {
+		return nil, time.Time{}, nil
+	}
+	args := make([]any, 0, 1+2*len(rs))
+	args = append(args, lease.Milliseconds())
+	for _, r := range rs {
+		args = append(args, r.ID, r.Token.String())
+	}
+	sent := time.Now()
+	res, err := e.run(ctx, scriptExtend, args...)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows) < 1 {
+		return nil, time.Time{}, fmt.Errorf("srq: extend: malformed reply %v", res)
+	}
+	codes, err := replyCodes(rows[1:], len(rs))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return codesToErrors(codes), sent.Add(lease), nil
+}
+
+// Failure moves one delivery to the dead letters at once.
+type Failure struct {
+	Receipt
+	// Reason is kept as the task's last error; at most MaxReasonLen bytes are kept.
+	Reason string
+}
+
+// Kill moves deliveries to the dead letters now, whatever their attempts, in one round trip. It
+// returns one error per delivery: nil, ErrStaleToken or ErrNotFound.
+func (e *Engine) Kill(ctx context.Context, fs []Failure) ([]error, error) {
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	count, age := e.deadCaps()
+	args := make([]any, 0, 2+3*len(fs))
+	args = append(args, count, age)
+	for _, f := range fs {
+		args = append(args, f.ID, f.Token.String(), clip(f.Reason))
+	}
+	return e.runCodes(ctx, scriptKill, len(fs), args)
+}
+
+func (e *Engine) runCodes(ctx context.Context, s *script, n int, args []any) ([]error, error) {
+	res, err := e.run(ctx, s, args...)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := replyCodes(res, n)
+	if err != nil {
+		return nil, err
+	}
+	return codesToErrors(codes), nil
+}
+
+func clip(reason string) string {
+	if len(reason) > MaxReasonLen {
+		return reason[:MaxReasonLen]
+	}
+	return reason
+}

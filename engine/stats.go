@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Stats are a queue's sizes and counters, read from indexes and counters the scripts keep, never
+// from a scan.
+type Stats struct {
+	Pending             int64 // tasks waiting, due or delayed
+	InFlight            int64 // tasks under lease
+	Dead                int64 // dead letters now
+	ReadyPartitions     int64 // partitions that can hand out work now
+	ScheduledPartitions int64 // partitions whose next work is delayed or blocked
+	// Counters since the queue was created.
+	Published, Duplicates, Acked, Rejected, Recovered int64
+	DeadLettered, Requeued, Purged, Trimmed          int64
+	// ServerTime is the Redis server's clock when the stats were read.
+	ServerTime time.Time
+}
+
+// Stats reads the queue's sizes and counters in one round trip.
+func (e *Engine) Stats(ctx context.Context) (Stats, error) {
+	res, err := e.run(ctx, scriptStats)
+	if err != nil {
+		return Stats{}, err
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows) < 5 || len(rows)%2 != 1 {
+		return Stats{}, fmt.Errorf("srq: stats: malformed reply %v", res)
+	}
+	var head [5]int64
+	for i := range head {
+		if head[i], err = replyInt(rows[i]); err != nil {
+			return Stats{}, err
+		}
+	}
+	s := Stats{ReadyPartitions: head[0], ScheduledPartitions: head[1], InFlight: head[2], Dead: head[3],
+		ServerTime: time.UnixMilli(head[4])}
+	fields := map[string]*int64{
+		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
+		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
+		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed,
+	}
+	for i := 5; i+1 < len(rows); i += 2 {
+		name, err := replyString(rows[i])
+		if err != nil {
+			return Stats{}, err
+		}
+		if p, ok := fields[name]; ok {
+			if *p, err = replyInt(rows[i+1]); err != nil {
+				return Stats{}, err
+			}
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// State is where a task is in its life.
+type State string
+
+// The states of a task. An acked task no longer exists.
+const (
+	StatePending State = "pending"
+	StateLeased  State = "leased"
+	StateDead    State = "dead"
+)
+
+var stateCodes = map[string]State{"p": StatePending, "i": StateLeased, "d": StateDead}
+
+// TaskInfo is one task's record, as Task reads it.
+type TaskInfo struct {
+	ID          string
+	State       State
+	Partition   partition.Key
+	Priority    int
+	Attempts    int
+	MaxAttempts int
+	Crashes     int
+	EnqueuedAt  time.Time
+	AvailableAt time.Time
+	Payload     []byte
+	Headers     map[string]string
+	LastError   string
+	Consumer    string    // the lease holder, when leased
+	Token       Token     // the current fencing token, when leased
+	LeaseEnds   time.Time // the lease deadline on the server's clock, when leased
+	Sequence    string    // the publish sequence number that orders the task in its partition
+}
+
+// Task reads the record of task id. It fails with ErrNotFound when there is none (never published,
+// or acked).
+func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
+	if err := validID(id, false); err != nil {
+		return TaskInfo{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	res, err := e.run(ctx, scriptTask, id)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	if code, ok := res.(int64); ok {
+		return TaskInfo{}, codeError(code)
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows)%2 != 1 {
+		return TaskInfo{}, fmt.Errorf("srq: task: malformed reply %v", res)
+	}
+	lease, err := replyInt(rows[0])
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	t := TaskInfo{ID: id}
+	if lease > 0 {
+		t.LeaseEnds = time.UnixMilli(lease)
+	}
+	for i := 1; i+1 < len(rows); i += 2 {
+		k, err1 := replyString(rows[i])
+		v, err2 := replyString(rows[i+1])
+		if err1 != nil || err2 != nil {
+			return TaskInfo{}, fmt.Errorf("srq: task: malformed reply %v", res)
+		}
+		if err := t.set(k, v); err != nil {
+			return TaskInfo{}, fmt.Errorf("srq: task %s: field %s: %w", id, k, err)
+		}
+	}
+	return t, nil
+}
+
+// set stores one field of the task hash (see lua/publish.lua and docs/data-model.md).
+func (t *TaskInfo) set(k, v string) error {
+	var err error
+	atoi := func(s string) int {
+		n, e := strconv.Atoi(s)
+		if e != nil {
+			err = e
+		}
+		return n
+	}
+	switch k {
+	case "d":
+		t.Payload = []byte(v)
+	case "p":
+		t.Partition = partition.Key(v)
+	case "r":
+		t.Priority = atoi(v)
+	case "s":
+		t.Sequence = v
+	case "t":
+		t.AvailableAt = time.UnixMilli(int64(atoi(v)))
+	case "c":
+		t.EnqueuedAt = time.UnixMilli(int64(atoi(v)))
+	case "a":
+		t.Attempts = atoi(v)
+	case "m":
+		t.MaxAttempts = atoi(v)
+	case "n":
+		t.Crashes = atoi(v)
+	case "h":
+		t.Headers, err = decodeHeaders([]byte(v))
+	case "x":
+		t.LastError = v
+	case "w":
+		t.Consumer = v
+	case "k":
+		t.Token, err = parseToken(v)
+	case "S":
+		t.State = stateCodes[v]
+	}
+	return err
+}

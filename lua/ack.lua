@@ -1,0 +1,47 @@
+-- ack.lua: completes leased tasks: each record is deleted, and a partition whose last leased task
+-- this was is released to the round-robin.
+--
+-- KEYS: the common eight (includes/common.lua).
+-- ARGV[1]  key base
+-- ARGV[2]  dedup window ms (0: none): acked ids are remembered this long so a re-publish is a duplicate
+-- ARGV[3…] 2 per task: id, fencing token
+-- Returns: one code per task: OK, STALE (the token is not the current lease's) or NOTFOUND.
+
+-- @include common
+
+local now = now_ms()
+local window = tonumber(ARGV[2])
+local res, parts, seen = {}, {}, {}
+local acked = 0
+
+for i = 3, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  local kt = k_task(id)
+  local f = redis.call('HMGET', kt, 'k', 'p')
+  if not f[2] then
+    res[#res + 1] = NOTFOUND
+  elseif f[1] ~= token then
+    res[#res + 1] = STALE
+  else
+    local p = f[2]
+    redis.call('DEL', kt)
+    redis.call('ZREM', K_INFLIGHT, id)
+    if redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
+      seen[p] = true
+      parts[#parts + 1] = p
+    end
+    if window > 0 then redis.call('ZADD', K_DEDUP, now, id) end
+    acked = acked + 1
+    res[#res + 1] = OK
+  end
+end
+
+for i = 1, #parts do place(parts[i], now) end
+if window > 0 and acked > 0 then
+  -- Forget ids acked before the window, a bounded chunk at a time.
+  local old = redis.call('ZRANGEBYSCORE', K_DEDUP, '-inf', now - window, 'LIMIT', 0, math.min(100 + acked, 1000))
+  if #old > 0 then redis.call('ZREM', K_DEDUP, unpack(old)) end
+end
+stat('acked', acked)
+finish()
+return res

@@ -1,0 +1,219 @@
+-- common.lua: state, keys and helpers every script shares. Included first by every script.
+--
+-- KEYS are the same for every script, in this order (engine/keys.go builds them):
+--   KEYS[1] ready    ZSET   partitions that can yield work now; score = round-robin turn
+--   KEYS[2] sched    ZSET   partitions whose next work is in the future; score = ms it becomes available
+--   KEYS[3] inflight ZSET   leased task ids; score = lease deadline ms
+--   KEYS[4] dead     ZSET   dead-lettered task ids; score = ms of death
+--   KEYS[5] stats    HASH   counters kept by the scripts
+--   KEYS[6] seq      STRING decimal counter for publish sequence numbers and fencing tokens
+--   KEYS[7] wake     LIST   wake-up tokens that blocked fetchers pop
+--   KEYS[8] dedup    ZSET   recently acked ids (only with a dedup window); score = ack ms
+-- ARGV[1] is the key base "<prefix>:{<queue>}:"; per-task and per-partition keys are built from it
+-- and share the queue's hash tag. The variable part (id or partition) always ends the key, after a
+-- fixed kind marker, so no id or partition can make two keys collide.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_STATS, K_SEQ, K_WAKE, K_DEDUP = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local BASE = ARGV[1]
+
+-- Result codes; engine/codes.go maps them to Go errors.
+local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD = 0, 1, 2, 3, 4, 5
+
+local function k_task(id) return BASE .. 't:' .. id end
+local function k_meta(p) return BASE .. 'm:' .. p end
+local function k_levels(p) return BASE .. 'r:' .. p end
+local function k_pending(p, level) return BASE .. 'q:' .. level .. ':' .. p end
+local function k_held(p) return BASE .. 'l:' .. p end
+
+-- Ordered partitions are the keys that start with '!'.
+local function is_ordered(p) return string.byte(p, 1) == 33 end
+
+-- now_ms is the Redis server's clock: workers' clocks never decide what is due.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The counter in K_SEQ is kept as a decimal string and split into a high part and a low part of
+-- 15 digits, so every value stays exact in Lua's doubles far past 2^53. next_seq hands out the
+-- values as fixed-width 20-digit strings, whose byte order is their numeric order.
+local SEQ_SPLIT = 1000000000000000
+local seq_hi, seq_lo
+
+local function next_seq()
+  if not seq_hi then
+    seq_hi, seq_lo = 0, 0
+    local s = redis.call('GET', K_SEQ)
+    if s then
+      local n = #s
+      if n > 15 then
+        seq_hi, seq_lo = tonumber(string.sub(s, 1, n - 15)), tonumber(string.sub(s, n - 14))
+      else
+        seq_lo = tonumber(s)
+      end
+    end
+  end
+  seq_lo = seq_lo + 1
+  if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
+  return string.format('%05d%015d', seq_hi, seq_lo)
+end
+
+local function stat(field, n)
+  if n ~= 0 then redis.call('HINCRBY', K_STATS, field, n) end
+end
+
+-- ready_push appends p to the round-robin order: behind every partition already waiting.
+local ready_tail
+local function ready_push(p)
+  if not ready_tail then
+    local last = redis.call('ZRANGE', K_READY, -1, -1, 'WITHSCORES')
+    ready_tail = tonumber(last[2]) or 0
+  end
+  ready_tail = ready_tail + 1
+  redis.call('ZADD', K_READY, ready_tail, p)
+end
+
+-- meta returns p's controls: paused flag, concurrency limit (unordered only) and blocked-until ms.
+local function meta(p)
+  local m = redis.call('HMGET', k_meta(p), 'ps', 'lim', 'b')
+  return m[1], tonumber(m[2]), tonumber(m[3])
+end
+
+-- is_held says whether p may not hand out more work: an ordered partition while any of its tasks
+-- is leased, a limited one while it has limit tasks leased.
+local function is_held(p, limit)
+  if is_ordered(p) then return redis.call('EXISTS', k_held(p)) == 1 end
+  if limit then return redis.call('SCARD', k_held(p)) >= limit end
+  return false
+end
+
+-- earliest is the smallest available-at among the heads of p's priority levels; nil when p has
+-- nothing pending. Cost: one ZRANGE per priority level in use.
+local function earliest(p)
+  local levels = redis.call('ZRANGE', k_levels(p), 0, -1)
+  local e
+  for i = 1, #levels do
+    local head = redis.call('ZRANGE', k_pending(p, levels[i]), 0, 0, 'WITHSCORES')
+    local s = tonumber(head[2])
+    if s and (not e or s < e) then e = s end
+  end
+  return e
+end
+
+-- pick returns the member and level of the task p serves next at time now: the head of the highest
+-- priority level whose head is available. A delayed head of a higher level holds nothing back.
+local function pick(p, now)
+  local levels = redis.call('ZREVRANGE', k_levels(p), 0, -1)
+  for i = 1, #levels do
+    local head = redis.call('ZRANGE', k_pending(p, levels[i]), 0, 0, 'WITHSCORES')
+    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i] end
+  end
+  return nil
+end
+
+-- place puts p where its state says it belongs: in ready (keeping its turn if already there), in
+-- sched at the time it can next yield work, or in neither (empty, paused or held). Every script
+-- that changes a partition ends by placing it. Counts the partitions that became ready, for wake-ups.
+local wakes = 0
+local function place(p, now)
+  local paused, limit, blocked = meta(p)
+  local e
+  if not paused and not is_held(p, limit) then e = earliest(p) end
+  if not e then
+    redis.call('ZREM', K_READY, p)
+    redis.call('ZREM', K_SCHED, p)
+    if blocked and blocked <= now then redis.call('HDEL', k_meta(p), 'b') end
+    return
+  end
+  if blocked and blocked > e then e = blocked end
+  if e <= now then
+    if not redis.call('ZSCORE', K_READY, p) then
+      redis.call('ZREM', K_SCHED, p)
+      ready_push(p)
+      wakes = wakes + 1
+    end
+  else
+    redis.call('ZREM', K_READY, p)
+    redis.call('ZADD', K_SCHED, e, p)
+  end
+end
+
+-- pend puts task id (record kt, partition p) into its partition's pending set at time t.
+local function pend(id, kt, p, level, s, t)
+  redis.call('ZADD', k_pending(p, level), t, s .. id)
+  redis.call('ZADD', k_levels(p), level, level)
+end
+
+-- unlease ends the lease of task id of partition p.
+local function unlease(id, kt, p)
+  redis.call('ZREM', K_INFLIGHT, id)
+  redis.call('SREM', k_held(p), id)
+  redis.call('HDEL', kt, 'k', 'w')
+end
+
+-- back returns an unleased task to pending: an ordered task to its exact position, with its
+-- partition blocked until now+delay; an unordered one at now+delay.
+local function back(id, kt, p, now, delay)
+  local f = redis.call('HMGET', kt, 'r', 's', 't')
+  local t = tonumber(f[3])
+  if is_ordered(p) then
+    if delay > 0 then
+      local _, _, blocked = meta(p)
+      if not blocked or blocked < now + delay then redis.call('HSET', k_meta(p), 'b', now + delay) end
+    end
+  else
+    t = now + delay
+  end
+  redis.call('HSET', kt, 'S', 'p', 't', t)
+  pend(id, kt, p, f[1], f[2], t)
+  stat('pending', 1)
+end
+
+-- drop deletes dead-lettered task id entirely.
+local function drop(id)
+  redis.call('DEL', k_task(id))
+  redis.call('ZREM', K_DEAD, id)
+end
+
+-- bury moves an unleased task to the dead letters with its last error, then trims the dead letters
+-- to at most maxcount entries (0: no cap) and maxage ms (0: no cap), oldest first, at most 100 a call.
+local function bury(id, kt, reason, now, maxcount, maxage)
+  redis.call('HSET', kt, 'S', 'd', 'x', reason)
+  redis.call('ZADD', K_DEAD, now, id)
+  stat('dead', 1)
+  local budget, trimmed = 100, 0
+  if maxcount > 0 then
+    local over = redis.call('ZCARD', K_DEAD) - maxcount
+    if over > 0 then
+      local ids = redis.call('ZRANGE', K_DEAD, 0, math.min(over, budget) - 1)
+      for i = 1, #ids do drop(ids[i]) end
+      trimmed = #ids
+    end
+  end
+  if maxage > 0 and budget - trimmed > 0 then
+    local ids = redis.call('ZRANGEBYSCORE', K_DEAD, '-inf', now - maxage, 'LIMIT', 0, budget - trimmed)
+    for i = 1, #ids do drop(ids[i]) end
+    trimmed = trimmed + #ids
+  end
+  stat('trimmed', trimmed)
+end
+
+-- finish saves the counter and wakes up to 32 blocked fetchers when work became ready.
+local function finish()
+  if seq_hi then
+    if seq_hi > 0 then
+      redis.call('SET', K_SEQ, string.format('%d%015d', seq_hi, seq_lo))
+    else
+      redis.call('SET', K_SEQ, string.format('%d', seq_lo))
+    end
+  end
+  if wakes > 0 then
+    local tokens = {}
+    for i = 1, math.min(wakes, 32) do tokens[i] = '1' end
+    redis.call('LPUSH', K_WAKE, unpack(tokens))
+    redis.call('LTRIM', K_WAKE, 0, 63)
+  end
+end

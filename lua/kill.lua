@@ -1,0 +1,34 @@
+-- kill.lua: moves leased tasks to the dead letters now (a permanent failure), with a reason.
+--
+-- KEYS: the common eight (includes/common.lua).
+-- ARGV[1]  key base
+-- ARGV[2]  dead-letter cap by count (0: none)
+-- ARGV[3]  dead-letter cap by age ms (0: none)
+-- ARGV[4…] 3 per task: id, fencing token, reason
+-- Returns: one code per task: DEAD, STALE or NOTFOUND.
+
+-- @include common
+
+local now = now_ms()
+local maxcount, maxage = tonumber(ARGV[2]), tonumber(ARGV[3])
+local res, parts, seen = {}, {}, {}
+
+for i = 4, #ARGV, 3 do
+  local id, token, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local kt = k_task(id)
+  local f = redis.call('HMGET', kt, 'k', 'p')
+  if not f[2] then
+    res[#res + 1] = NOTFOUND
+  elseif f[1] ~= token then
+    res[#res + 1] = STALE
+  else
+    unlease(id, kt, f[2])
+    bury(id, kt, reason, now, maxcount, maxage)
+    if not seen[f[2]] then seen[f[2]] = true; parts[#parts + 1] = f[2] end
+    res[#res + 1] = DEAD
+  end
+end
+
+for i = 1, #parts do place(parts[i], now) end
+finish()
+return res

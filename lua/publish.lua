@@ -1,0 +1,53 @@
+-- publish.lua: adds a batch of tasks; an id that still exists (pending, leased or dead), or that was
+-- acked within the dedup window, is a duplicate and changes nothing.
+--
+-- KEYS: the common eight (includes/common.lua).
+-- ARGV[1]  key base
+-- ARGV[2]  dedup window ms (0: none)
+-- ARGV[3…] 8 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
+--          (0: unlimited), headers (encoded; may be empty), payload
+-- Returns: one code per task: OK (added) or DUPLICATE.
+
+-- @include common
+
+local now = now_ms()
+local window = tonumber(ARGV[2])
+local res, parts, seen = {}, {}, {}
+local added, available = 0, 0
+
+for i = 3, #ARGV, 8 do
+  local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local kt = k_task(id)
+  local dup = redis.call('EXISTS', kt) == 1
+  if not dup and window > 0 then
+    local acked = tonumber(redis.call('ZSCORE', K_DEDUP, id))
+    dup = acked ~= nil and acked > now - window
+  end
+  if dup then
+    res[#res + 1] = DUPLICATE
+  else
+    local t = tonumber(ARGV[i + 4])
+    if t <= 0 then t = now + tonumber(ARGV[i + 3]) end
+    local s = next_seq()
+    redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 'r', level, 's', s, 't', t, 'c', now, 'S', 'p')
+    if ARGV[i + 5] ~= '0' then redis.call('HSET', kt, 'm', ARGV[i + 5]) end
+    if ARGV[i + 6] ~= '' then redis.call('HSET', kt, 'h', ARGV[i + 6]) end
+    pend(id, kt, p, level, s, t)
+    if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
+    if t <= now then available = available + 1 end
+    added = added + 1
+    res[#res + 1] = OK
+  end
+end
+
+for i = 1, #parts do
+  -- A partition already in ready keeps its turn: new work changes nothing about it.
+  if not redis.call('ZSCORE', K_READY, parts[i]) then place(parts[i], now) end
+end
+-- Wake sleepers for work that is available now, even in partitions that were already ready.
+if available > wakes then wakes = available end
+stat('pending', added)
+stat('published', added)
+stat('duplicates', #res - added)
+finish()
+return res

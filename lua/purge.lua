@@ -1,0 +1,21 @@
+-- purge.lua: deletes dead letters: the ids given, or (with no ids) the oldest up to a limit.
+--
+-- KEYS: the common eight (includes/common.lua).
+-- ARGV[1]  key base
+-- ARGV[2]  limit when no ids are given
+-- ARGV[3…] task ids (optional)
+-- Returns: {number deleted, dead letters left}
+
+-- @include common
+
+local ids = {}
+if #ARGV > 2 then
+  for i = 3, #ARGV do
+    if redis.call('ZSCORE', K_DEAD, ARGV[i]) then ids[#ids + 1] = ARGV[i] end
+  end
+else
+  ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[2]) - 1)
+end
+for i = 1, #ids do drop(ids[i]) end
+stat('purged', #ids)
+return {#ids, redis.call('ZCARD', K_DEAD)}

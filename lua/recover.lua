@@ -1,0 +1,70 @@
+-- recover.lua: returns tasks whose lease expired, at most a chunk a call. An expired task of an
+-- ordered partition takes every other leased task of that partition back with it, so the old holder
+-- keeps nothing and a late ack of its later tasks cannot overtake the earlier ones. Each returned
+-- task counts a crash; whether it also counts as an attempt is the caller's setting. Tasks whose
+-- attempts reach max attempts go to the dead letters. Idempotent and safe to run from every
+-- consumer at once: each task is moved by exactly one run.
+--
+-- KEYS: the common eight (includes/common.lua).
+-- ARGV[1] key base
+-- ARGV[2] chunk: the most expired leases to look at
+-- ARGV[3] 1: a lease expiry counts as an attempt; 0: it does not
+-- ARGV[4] dead-letter cap by count (0: none)
+-- ARGV[5] dead-letter cap by age ms (0: none)
+-- Returns: {tasks returned to pending, tasks dead-lettered, 1 if more leases may have expired}
+
+-- @include common
+
+local now = now_ms()
+local chunk, counts = tonumber(ARGV[2]), ARGV[3]
+local maxcount, maxage = tonumber(ARGV[4]), tonumber(ARGV[5])
+local expired = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', now, 'LIMIT', 0, chunk)
+local returned, buried = 0, 0
+local parts, seen = {}, {}
+
+local function give_back(id, p)
+  local kt = k_task(id)
+  local f = redis.call('HMGET', kt, 'a', 'm')
+  local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0
+  unlease(id, kt, p)
+  redis.call('HINCRBY', kt, 'n', 1)
+  if counts == '0' then
+    attempts = attempts - 1
+    redis.call('HSET', kt, 'a', attempts)
+  end
+  if max > 0 and attempts >= max then
+    bury(id, kt, 'lease expired', now, maxcount, maxage)
+    buried = buried + 1
+  else
+    back(id, kt, p, now, 0)
+    returned = returned + 1
+  end
+end
+
+for i = 1, #expired do
+  local id = expired[i]
+  -- An earlier task of the same ordered partition may have taken this one back already.
+  if redis.call('ZSCORE', K_INFLIGHT, id) then
+    local p = redis.call('HGET', k_task(id), 'p')
+    if not p then
+      -- No record behind the lease: nothing to return, only the index entry to drop.
+      redis.call('ZREM', K_INFLIGHT, id)
+    else
+      if is_ordered(p) then
+        local group = redis.call('SMEMBERS', k_held(p))
+        for j = 1, #group do give_back(group[j], p) end
+        if redis.call('ZSCORE', K_INFLIGHT, id) then give_back(id, p) end
+      else
+        give_back(id, p)
+      end
+      if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
+    end
+  end
+end
+
+for i = 1, #parts do place(parts[i], now) end
+stat('recovered', returned + buried)
+finish()
+local more = 0
+if #expired == chunk then more = 1 end
+return {returned, buried, more}
