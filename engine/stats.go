@@ -16,7 +16,7 @@ type Stats struct {
 	ScheduledPartitions int64 // partitions whose next work is delayed or blocked
 	// Counters since the queue was created.
 	Published, Duplicates, Acked, Rejected, Recovered int64
-	DeadLettered, Requeued, Purged, Trimmed          int64
+	DeadLettered, Requeued, Purged, Trimmed           int64
 	// ServerTime is the Redis server's clock when the stats were read.
 	ServerTime time.Time
 }
