@@ -1,7 +1,9 @@
 -- fetch.lua: leases up to n tasks to a consumer, serving ready partitions round-robin: each turn
--- takes one task (an ordered partition may give a consecutive run of up to maxrun) and sends the
--- partition behind all others. An ordered partition taken here leaves the round-robin until all of
--- its leased tasks end. Due partitions are first moved from sched to ready, a bounded chunk a call.
+-- takes one task and sends the partition behind all others. An ordered partition taken here leaves
+-- the round-robin, held by this consumer until all of its leased tasks end. Only when no partition
+-- is ready any more does the fetch take further tasks of the ordered partitions it holds, as
+-- consecutive runs of up to maxrun tasks each. Due partitions are first moved from sched to ready,
+-- a bounded chunk a call.
 --
 -- KEYS: the common eight (includes/common.lua).
 -- ARGV[1] key base
@@ -47,6 +49,7 @@ end
 
 -- Each turn either leases a task or moves a partition out of the head of ready, so the loop is
 -- bounded by n plus the stale entries it meets; the cap only guards against a bug.
+local held = {}
 for _ = 1, 2 * n + 64 do
   if taken >= n then break end
   local head = redis.call('ZRANGE', K_READY, 0, 0)
@@ -56,16 +59,25 @@ for _ = 1, 2 * n + 64 do
   if paused or (blocked and blocked > now) or is_held(p, limit) then
     place(p, now)
   else
-    local ordered = is_ordered(p)
-    local run = 0
-    repeat
-      local member, level = pick(p, now)
-      if not member then break end
-      take(p, member, level, ordered or limit)
-      run = run + 1
-    until taken >= n or not ordered or run >= maxrun
+    local member, level = pick(p, now)
     redis.call('ZREM', K_READY, p)
-    if not (ordered and run > 0) then place(p, now) end
+    if member then
+      local ordered = is_ordered(p)
+      take(p, member, level, ordered or limit)
+      if ordered then held[#held + 1] = p end
+    end
+    if not (member and is_ordered(p)) then place(p, now) end
+  end
+end
+
+-- Nothing else is ready: lengthen the runs of the ordered partitions this fetch holds.
+for i = 1, #held do
+  local p, run = held[i], 1
+  while taken < n and run < maxrun do
+    local member, level = pick(p, now)
+    if not member then break end
+    take(p, member, level, true)
+    run = run + 1
   end
 end
 

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq/partition"
+)
+
+func TestMaxAttemptsDeadLetterAndRequeue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	p := partition.Ordered("p")
+	b.publish(Message{ID: "flaky", Partition: p, MaxAttempts: 2, Headers: map[string]string{"trace": "x"}, Payload: []byte("body")},
+		Message{ID: "next", Partition: p})
+	for attempt := 1; attempt <= 2; attempt++ {
+		ds := b.fetch("c", 1)
+		if len(ds) != 1 || ds[0].ID != "flaky" || ds[0].Attempt != attempt {
+			t.Fatalf("attempt %d: %+v", attempt, ds)
+		}
+		res, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: ds[0].Receipt(), Reason: fmt.Sprintf("boom %d", attempt)}})
+		if err != nil || res[0].Err != nil || res[0].DeadLettered != (attempt == 2) {
+			t.Fatalf("attempt %d reject: %+v %v", attempt, res, err)
+		}
+	}
+	// The partition goes on with the next task.
+	assertOrder(t, b.drain("c"), []string{"next"})
+
+	page, err := b.eng.DeadLetters(b.ctx, 0, 10)
+	if err != nil || page.Total != 1 || len(page.Letters) != 1 {
+		t.Fatalf("dead letters %+v %v", page, err)
+	}
+	d := page.Letters[0]
+	if d.ID != "flaky" || d.LastError != "boom 2" || d.Attempts != 2 || d.MaxAttempts != 2 || d.Partition != p ||
+		string(d.Payload) != "body" || d.Headers["trace"] != "x" {
+		t.Fatalf("dead letter %+v", d)
+	}
+	if s := b.stats(); s.Dead != 1 || s.DeadLettered != 1 || s.Pending != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+
+	errs, err := b.eng.Requeue(b.ctx, []string{"flaky", "next", "never"})
+	if err != nil || errs[0] != nil || !errors.Is(errs[1], ErrNotFound) || !errors.Is(errs[2], ErrNotFound) {
+		t.Fatalf("requeue: %v %v", errs, err)
+	}
+	ds := b.fetch("c", 1)
+	if len(ds) != 1 || ds[0].ID != "flaky" || ds[0].Attempt != 1 || ds[0].LastError != "boom 2" {
+		t.Fatalf("requeued delivery %+v", ds)
+	}
+	if errs, _ := b.eng.Requeue(b.ctx, []string{"flaky"}); !errors.Is(errs[0], ErrNotDead) {
+		t.Fatalf("requeue of a leased task: %v", errs)
+	}
+	b.ack(ds...)
+	if s := b.stats(); s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestKillAndPaging(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	var msgs []Message
+	for i := 0; i < 7; i++ {
+		msgs = append(msgs, Message{ID: fmt.Sprintf("k%d", i)})
+	}
+	b.publish(msgs...)
+	for i := 0; i < 7; i++ {
+		ds := b.fetch("c", 1)
+		errs, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt(), Reason: "permanent"}})
+		if err != nil || errs[0] != nil {
+			t.Fatal(errs, err)
+		}
+	}
+	var seen []string
+	for off := 0; ; off += 3 {
+		page, err := b.eng.DeadLetters(b.ctx, off, 3)
+		if err != nil || page.Total != 7 {
+			t.Fatal(page, err)
+		}
+		if len(page.Letters) == 0 {
+			break
+		}
+		for _, d := range page.Letters {
+			seen = append(seen, d.ID)
+		}
+	}
+	assertOrder(t, seen, []string{"k6", "k5", "k4", "k3", "k2", "k1", "k0"})
+
+	n, err := b.eng.Purge(b.ctx, []string{"k0", "k1", "nope"})
+	if err != nil || n != 2 {
+		t.Fatalf("purge %d %v", n, err)
+	}
+	n, err = b.eng.PurgeAll(b.ctx)
+	if err != nil || n != 5 {
+		t.Fatalf("purge all %d %v", n, err)
+	}
+	b.assertNoTaskKeys()
+}
+
+func TestDeadLetterCaps(t *testing.T) {
+	t.Parallel()
+	t.Run("count", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, Config{DeadLetterMaxCount: 3})
+		for i := 0; i < 5; i++ {
+			b.publish(Message{ID: fmt.Sprintf("d%d", i)})
+			ds := b.fetch("c", 1)
+			if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, _ := b.eng.DeadLetters(b.ctx, 0, 10)
+		var got []string
+		for _, d := range page.Letters {
+			got = append(got, d.ID)
+		}
+		assertOrder(t, got, []string{"d4", "d3", "d2"})
+		if s := b.stats(); s.Trimmed != 2 || s.Dead != 3 {
+			t.Fatalf("stats %+v", s)
+		}
+		for _, id := range []string{"d0", "d1"} {
+			if _, err := b.eng.Task(b.ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("trimmed %s still has a record: %v", id, err)
+			}
+		}
+	})
+	t.Run("age", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, Config{DeadLetterMaxAge: 50 * time.Millisecond})
+		b.publish(Message{ID: "old"}, Message{ID: "new"})
+		ds := b.fetch("c", 2)
+		if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt()}}); err != nil {
+			t.Fatal(err)
+		}
+		b.waitServerPast(b.serverNow().Add(60 * time.Millisecond))
+		if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[1].Receipt()}}); err != nil {
+			t.Fatal(err)
+		}
+		page, _ := b.eng.DeadLetters(b.ctx, 0, 10)
+		if page.Total != 1 || page.Letters[0].ID != "new" {
+			t.Fatalf("page %+v", page)
+		}
+	})
+}
+
+// assertNoTaskKeys checks that no per-task or per-partition key of the queue is left: only the
+// fixed keys may remain. A test-only scan of the test's own queue.
+func (b *bundle) assertNoTaskKeys() {
+	b.t.Helper()
+	keys, err := b.client.Keys(b.ctx, redisGlobEscape(b.eng.Keys().Base())+"*").Result()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	k := b.eng.Keys()
+	fixed := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true}
+	for _, key := range keys {
+		if !fixed[key] {
+			b.t.Errorf("key left behind: %q", key)
+		}
+	}
+}
+
+func redisGlobEscape(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
