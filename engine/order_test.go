@@ -10,7 +10,7 @@ import (
 	"github.com/srqueue/srq/partition"
 )
 
-func ids(ds []Delivery) []string {
+func idsOf(ds []Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID
@@ -127,7 +127,7 @@ func TestOrderedPartitionKeepsPublishOrder(t *testing.T) {
 		}
 		want := b.publish(msgs...)
 		run := b.fetch("c", 5)
-		assertOrder(t, ids(run), want[:5])
+		assertOrder(t, idsOf(run), want[:5])
 		// Reject them all at once, latest first: same millisecond, reverse order.
 		var rs []Rejection
 		for i := len(run) - 1; i >= 0; i-- {
