@@ -194,7 +194,8 @@ var shared struct {
 
 // Shared returns the Redis the whole test binary shares: the one REDIS_URL names, else a
 // redis-server started on first use and stopped by Main, else (no binary, CI unset) the embedded
-// one. Tests on it isolate themselves with Queue; none may flush it.
+// one. SRQ_TEST_REDIS=miniredis picks the embedded one on purpose, to check it stays usable as the
+// zero-setup backend. Tests on it isolate themselves with Queue; none may flush it.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	shared.Lock()
@@ -216,12 +217,14 @@ func startShared() (*Server, error) {
 		}
 		return &Server{Addr: opt.Addr, Kind: KindURL, URL: url}, nil
 	}
-	s, err := StartProcess()
-	if err == nil {
-		return s, nil
-	}
-	if os.Getenv("CI") != "" || !errors.Is(err, exec.ErrNotFound) {
-		return nil, fmt.Errorf("%w (CI needs a real redis-server: install it or set REDIS_URL)", err)
+	if os.Getenv("SRQ_TEST_REDIS") != "miniredis" {
+		s, err := StartProcess()
+		if err == nil {
+			return s, nil
+		}
+		if os.Getenv("CI") != "" || !errors.Is(err, exec.ErrNotFound) {
+			return nil, fmt.Errorf("%w (CI needs a real redis-server: install it or set REDIS_URL)", err)
+		}
 	}
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {

@@ -1,0 +1,31 @@
+# srq — developer targets. Tests start their own redis-server (or use REDIS_URL).
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: test test-race bench lint quickstart fuzz
+
+test:
+	$(GO) test ./...
+
+test-race:
+	$(GO) test -race ./...
+
+# Benchmarks: compare ratios inside one run; state the machine with every figure.
+bench:
+	$(GO) test ./engine -run '^$$' -bench . -benchtime 20000x
+
+# Short fuzz runs of every fuzz target.
+fuzz:
+	@for pkg in ./partition ./engine; do \
+	  for f in $$($(GO) test $$pkg -list 'Fuzz.*' | grep ^Fuzz); do \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; \
+	done
+
+lint:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) vet ./...
+	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
+
+quickstart:
+	$(GO) run ./examples/quickstart
