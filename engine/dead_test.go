@@ -37,6 +37,9 @@ func TestMaxAttemptsDeadLetterAndRequeue(t *testing.T) {
 		string(d.Payload) != "body" || d.Headers["trace"] != "x" {
 		t.Fatalf("dead letter %+v", d)
 	}
+	if since := b.serverNow().Sub(d.DiedAt); since < 0 || since > time.Minute {
+		t.Fatalf("died at %v, server now %v", d.DiedAt, b.serverNow())
+	}
 	if s := b.stats(); s.Dead != 1 || s.DeadLettered != 1 || s.Pending != 0 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -55,6 +58,24 @@ func TestMaxAttemptsDeadLetterAndRequeue(t *testing.T) {
 	b.ack(ds...)
 	if s := b.stats(); s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestDeadLetterKeepsLastErrorOnEmptyReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "t", MaxAttempts: 2})
+	ds := b.fetch("c", 1)
+	if _, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: ds[0].Receipt(), Reason: "first failure"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds = b.fetch("c", 1)
+	if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt()}}); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := b.eng.DeadLetters(b.ctx, 0, 1)
+	if page.Letters[0].LastError != "first failure" {
+		t.Fatalf("last error %q", page.Letters[0].LastError)
 	}
 }
 
@@ -105,7 +126,8 @@ func TestDeadLetterCaps(t *testing.T) {
 		t.Parallel()
 		b := setup(t, Config{DeadLetterMaxCount: 3})
 		for i := 0; i < 5; i++ {
-			b.publish(Message{ID: fmt.Sprintf("d%d", i)})
+			// Ids that sort backwards: letters dying in one millisecond must still trim oldest first.
+			b.publish(Message{ID: fmt.Sprintf("d%d", 9-i)})
 			ds := b.fetch("c", 1)
 			if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt()}}); err != nil {
 				t.Fatal(err)
@@ -116,11 +138,11 @@ func TestDeadLetterCaps(t *testing.T) {
 		for _, d := range page.Letters {
 			got = append(got, d.ID)
 		}
-		assertOrder(t, got, []string{"d4", "d3", "d2"})
+		assertOrder(t, got, []string{"d5", "d6", "d7"})
 		if s := b.stats(); s.Trimmed != 2 || s.Dead != 3 {
 			t.Fatalf("stats %+v", s)
 		}
-		for _, id := range []string{"d0", "d1"} {
+		for _, id := range []string{"d9", "d8"} {
 			if _, err := b.eng.Task(b.ctx, id); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("trimmed %s still has a record: %v", id, err)
 			}

@@ -57,7 +57,8 @@ func (k Keys) Sched() string { return k.base + "sched" }
 // Inflight is the ZSET of leased task ids, scored by lease deadline in ms.
 func (k Keys) Inflight() string { return k.base + "inflight" }
 
-// Dead is the ZSET of dead-lettered task ids, scored by time of death in ms.
+// Dead is the ZSET of dead-lettered task ids, scored by time of death in ms × 1000, made unique so
+// that letters dying in one millisecond keep their order.
 func (k Keys) Dead() string { return k.base + "dead" }
 
 // Stats is the HASH of counters the scripts keep.

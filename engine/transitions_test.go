@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -170,6 +171,29 @@ func TestTransitions(t *testing.T) {
 			seed: func(b *bundle) { pub(b, o, "t1", "t2"); fetch(b, 1) },
 			step: reject(0),
 			want: state{Ready: []string{o}, Pending: map[string][]string{o: {"t1", "t2"}}},
+		},
+		{
+			name: "reject inside an ordered run takes back the later tasks, not the earlier",
+			seed: func(b *bundle) { pub(b, o, "t1", "t2", "t3"); fetch(b, 3) },
+			step: func(b *bundle) {
+				res, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: leased[1].Receipt()}})
+				if err != nil || res[0].Err != nil {
+					b.t.Fatal(res, err)
+				}
+				if errs, _ := b.eng.Ack(b.ctx, []Receipt{leased[2].Receipt()}); !errors.Is(errs[0], ErrStaleToken) {
+					b.t.Fatalf("ack of a later task after the reject: %v", errs)
+				}
+			},
+			want: state{Inflight: []string{"t1"}, Pending: map[string][]string{o: {"t2", "t3"}}, Held: map[string][]string{o: {"t1"}}},
+		},
+		{
+			name: "a dead-lettering reject inside an ordered run leaves the later tasks leased",
+			seed: func(b *bundle) {
+				b.publish(Message{ID: "t1", Partition: o, MaxAttempts: 1}, Message{ID: "t2", Partition: o})
+				fetch(b, 2)
+			},
+			step: reject(0),
+			want: state{Inflight: []string{"t2"}, Dead: []string{"t1"}, Held: map[string][]string{o: {"t2"}}},
 		},
 		{
 			name: "reject with delay blocks an ordered partition",

@@ -37,11 +37,7 @@ for i = 3, #ARGV, 2 do
 end
 
 for i = 1, #parts do place(parts[i], now) end
-if window > 0 and acked > 0 then
-  -- Forget ids acked before the window, a bounded chunk at a time.
-  local old = redis.call('ZRANGEBYSCORE', K_DEDUP, '-inf', now - window, 'LIMIT', 0, math.min(100 + acked, 1000))
-  if #old > 0 then redis.call('ZREM', K_DEDUP, unpack(old)) end
-end
+if window > 0 and acked > 0 then prune_dedup(now, window, math.min(100 + acked, 1000)) end
 stat('acked', acked)
 finish()
 return res

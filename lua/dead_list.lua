@@ -16,6 +16,6 @@ for i = 1, #page, 2 do
   local id = page[i]
   local f = redis.call('HMGET', k_task(id), 'p', 'r', 'a', 'm', 'c', 'd', 'h', 'n', 'x')
   out[#out + 1] = {id, f[1] or '', f[2] or '0', tonumber(f[3]) or 0, tonumber(f[4]) or 0, tonumber(f[5]) or 0,
-    tonumber(page[i + 1]), f[6] or '', f[7] or '', tonumber(f[8]) or 0, f[9] or ''}
+    math.floor(tonumber(page[i + 1]) / 1000), f[6] or '', f[7] or '', tonumber(f[8]) or 0, f[9] or ''}
 end
 return out

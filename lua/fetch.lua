@@ -82,6 +82,8 @@ for i = 1, #held do
 end
 
 stat('pending', -taken)
+-- Partitions this fetch sent to the back of ready were ready before it: nobody needs waking.
+wakes = 0
 if taken == 0 then
   -- Nothing is ready, so any wake-up token left is stale; drop them so sleepers sleep.
   redis.call('DEL', K_WAKE)

@@ -13,7 +13,7 @@
 local now = now_ms()
 local window = tonumber(ARGV[2])
 local res, parts, seen = {}, {}, {}
-local added, available = 0, 0
+local added, available = 0, {}
 
 for i = 3, #ARGV, 8 do
   local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -34,18 +34,24 @@ for i = 3, #ARGV, 8 do
     if ARGV[i + 6] ~= '' then redis.call('HSET', kt, 'h', ARGV[i + 6]) end
     pend(id, kt, p, level, s, t)
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
-    if t <= now then available = available + 1 end
+    if t <= now then available[p] = (available[p] or 0) + 1 end
     added = added + 1
     res[#res + 1] = OK
   end
 end
 
 for i = 1, #parts do
+  local p = parts[i]
   -- A partition already in ready keeps its turn: new work changes nothing about it.
-  if not redis.call('ZSCORE', K_READY, parts[i]) then place(parts[i], now) end
+  if not redis.call('ZSCORE', K_READY, p) then place(p, now) end
 end
--- Wake sleepers for work that is available now, even in partitions that were already ready.
-if available > wakes then wakes = available end
+-- Wake sleepers for the work that is available now in ready partitions (also in partitions that
+-- were ready already: their new tasks may want more workers). Paused or held ones wake no one.
+wakes = 0
+for i = 1, #parts do
+  if available[parts[i]] and redis.call('ZSCORE', K_READY, parts[i]) then wakes = wakes + available[parts[i]] end
+end
+if window > 0 then prune_dedup(now, window, 100) end
 stat('pending', added)
 stat('published', added)
 stat('duplicates', #res - added)

@@ -10,8 +10,10 @@
 
 local ids = {}
 if #ARGV > 2 then
+  local seen = {}
   for i = 3, #ARGV do
-    if redis.call('ZSCORE', K_DEAD, ARGV[i]) then ids[#ids + 1] = ARGV[i] end
+    local id = ARGV[i]
+    if not seen[id] and redis.call('ZSCORE', K_DEAD, id) then seen[id] = true; ids[#ids + 1] = id end
   end
 else
   ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[2]) - 1)

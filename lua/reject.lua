@@ -1,6 +1,9 @@
 -- reject.lua: returns leased tasks to pending. An unordered task comes back at now+delay; an ordered
--- one keeps its exact position and its partition is blocked until now+delay. A task whose attempts
--- reach its max attempts goes to the dead letters instead, with the reason as its last error.
+-- one keeps its exact position and its partition is blocked until now+delay, and every task of the
+-- partition leased with it that comes later in the partition's order goes back too, to its own
+-- position, without counting an attempt: nothing may complete before the rejected task. A task
+-- whose attempts reach its max attempts goes to the dead letters instead, with the reason as its
+-- last error; then the partition goes on and the later tasks stay leased.
 --
 -- KEYS: the common eight (includes/common.lua).
 -- ARGV[1]  key base
@@ -16,6 +19,36 @@ local now = now_ms()
 local maxcount, maxage = tonumber(ARGV[2]), tonumber(ARGV[3])
 local res, parts, seen = {}, {}, {}
 local rejected = 0
+
+-- order_key is what orders a task in its partition: priority desc, available-at asc, sequence asc.
+local function order_key(kt)
+  local f = redis.call('HMGET', kt, 'r', 't', 's')
+  return -tonumber(f[1]), tonumber(f[2]), f[3]
+end
+
+local function later(a1, a2, a3, b1, b2, b3)
+  if a1 ~= b1 then return a1 > b1 end
+  if a2 ~= b2 then return a2 > b2 end
+  return a3 > b3
+end
+
+-- take_back_later returns the leased tasks of ordered partition p that come after task id.
+local function take_back_later(id, kt, p, now)
+  local r1, r2, r3 = order_key(kt)
+  local n = 0
+  local held = redis.call('SMEMBERS', k_held(p))
+  for i = 1, #held do
+    local other = k_task(held[i])
+    local o1, o2, o3 = order_key(other)
+    if later(o1, o2, o3, r1, r2, r3) then
+      unlease(held[i], other, p)
+      redis.call('HINCRBY', other, 'a', -1)
+      back(held[i], other, p, now, 0)
+      n = n + 1
+    end
+  end
+  return n
+end
 
 for i = 4, #ARGV, 5 do
   local id, token, delay, reason, counts = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
@@ -41,6 +74,7 @@ for i = 4, #ARGV, 5 do
       back(id, kt, p, now, delay)
       rejected = rejected + 1
       res[#res + 1] = OK
+      if is_ordered(p) then rejected = rejected + take_back_later(id, kt, p, now) end
     end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
   end

@@ -4,7 +4,7 @@
 --   KEYS[1] ready    ZSET   partitions that can yield work now; score = round-robin turn
 --   KEYS[2] sched    ZSET   partitions whose next work is in the future; score = ms it becomes available
 --   KEYS[3] inflight ZSET   leased task ids; score = lease deadline ms
---   KEYS[4] dead     ZSET   dead-lettered task ids; score = ms of death
+--   KEYS[4] dead     ZSET   dead-lettered task ids; score = time of death in ms × 1000, made unique
 --   KEYS[5] stats    HASH   counters kept by the scripts
 --   KEYS[6] seq      STRING decimal counter for publish sequence numbers and fencing tokens
 --   KEYS[7] wake     LIST   wake-up tokens that blocked fetchers pop
@@ -19,7 +19,7 @@ local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATS, K_SEQ, K_WAKE, K_DEDUP = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local BASE = ARGV[1]
 
--- Result codes; engine/codes.go maps them to Go errors.
+-- Result codes; engine/errors.go maps them to Go errors.
 local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD = 0, 1, 2, 3, 4, 5
 
 local function k_task(id) return BASE .. 't:' .. id end
@@ -180,25 +180,39 @@ end
 
 -- bury moves an unleased task to the dead letters with its last error, then trims the dead letters
 -- to at most maxcount entries (0: no cap) and maxage ms (0: no cap), oldest first, at most 100 a call.
+-- An empty reason keeps the last error the task had. The dead set's score is the time of death in
+-- microsecond units made unique: max(now ms × 1000, last score + 1), so letters that die in the same
+-- millisecond still trim oldest first; it stays below 2^53 for the next 280 years.
 local function bury(id, kt, reason, now, maxcount, maxage)
-  redis.call('HSET', kt, 'S', 'd', 'x', reason)
-  redis.call('ZADD', K_DEAD, now, id)
+  redis.call('HSET', kt, 'S', 'd')
+  if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
+  local last = redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES')
+  local score = now * 1000
+  if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', K_DEAD, score, id)
   stat('dead', 1)
   local budget, trimmed = 100, 0
   if maxcount > 0 then
-    local over = redis.call('ZCARD', K_DEAD) - maxcount
+    local over = math.min(redis.call('ZCARD', K_DEAD) - maxcount, budget)
     if over > 0 then
-      local ids = redis.call('ZRANGE', K_DEAD, 0, math.min(over, budget) - 1)
+      local ids = redis.call('ZRANGE', K_DEAD, 0, over - 1)
       for i = 1, #ids do drop(ids[i]) end
       trimmed = #ids
     end
   end
   if maxage > 0 and budget - trimmed > 0 then
-    local ids = redis.call('ZRANGEBYSCORE', K_DEAD, '-inf', now - maxage, 'LIMIT', 0, budget - trimmed)
+    local ids = redis.call('ZRANGEBYSCORE', K_DEAD, '-inf', '(' .. string.format('%d', (now - maxage) * 1000),
+      'LIMIT', 0, budget - trimmed)
     for i = 1, #ids do drop(ids[i]) end
     trimmed = trimmed + #ids
   end
   stat('trimmed', trimmed)
+end
+
+-- prune_dedup forgets ids acked before the dedup window, a bounded chunk at a time.
+local function prune_dedup(now, window, chunk)
+  local old = redis.call('ZRANGEBYSCORE', K_DEDUP, '-inf', now - window, 'LIMIT', 0, chunk)
+  if #old > 0 then redis.call('ZREM', K_DEDUP, unpack(old)) end
 end
 
 -- finish saves the counter and wakes up to 32 blocked fetchers when work became ready.
