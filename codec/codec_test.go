@@ -1,0 +1,89 @@
+package codec_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/srqueue/srq/codec"
+)
+
+type event struct {
+	User   string            `json:"user" msgpack:"user"`
+	Seq    int64             `json:"seq" msgpack:"seq"`
+	Tags   []string          `json:"tags" msgpack:"tags"`
+	Extras map[string]string `json:"extras" msgpack:"extras"`
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := event{User: "ü-42", Seq: 1 << 60, Tags: []string{"a", ""}, Extras: map[string]string{"k": "v"}}
+	for _, c := range []codec.Codec{codec.MsgPack{}, codec.JSON{}, codec.JSON{DisallowUnknownFields: true}} {
+		b, err := c.Marshal(in)
+		if err != nil {
+			t.Fatalf("%s marshal: %v", c.Name(), err)
+		}
+		var out event
+		if err := c.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%s unmarshal: %v", c.Name(), err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("%s: %+v != %+v", c.Name(), out, in)
+		}
+	}
+	raw := []byte{0, 1, 255}
+	b, err := codec.Raw{}.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := (codec.Raw{}).Unmarshal(b, &out); err != nil || !reflect.DeepEqual(out, raw) {
+		t.Fatalf("raw: %v %v", out, err)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		c    codec.Codec
+		data []byte
+		into any
+	}{
+		{codec.MsgPack{}, []byte{0xc1}, new(event)},
+		{codec.MsgPack{}, []byte("\xa3abc"), new(int)},
+		{codec.JSON{}, []byte("{"), new(event)},
+		{codec.JSON{}, []byte(`{"user":1}`), new(event)},
+		{codec.JSON{}, []byte(`{} {}`), new(event)},
+		{codec.JSON{DisallowUnknownFields: true}, []byte(`{"nope":1}`), new(event)},
+		{codec.Raw{}, []byte("x"), new(string)},
+	}
+	for _, tc := range cases {
+		if err := tc.c.Unmarshal(tc.data, tc.into); !errors.Is(err, codec.ErrDecode) {
+			t.Errorf("%s %q into %T: %v, want ErrDecode", tc.c.Name(), tc.data, tc.into, err)
+		}
+	}
+	if _, err := (codec.Raw{}).Marshal("a string"); err == nil {
+		t.Error("raw codec encoded a string")
+	}
+}
+
+func FuzzDecodeNeverPanics(f *testing.F) {
+	for _, s := range []string{"", "{}", "\x80", "\xde\x00\x01", `{"user":"x","tags":[1]}`, "\xc1"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, c := range []codec.Codec{codec.MsgPack{}, codec.JSON{}, codec.Raw{}} {
+			var e event
+			_ = c.Unmarshal(data, &e)
+			var b []byte
+			_ = c.Unmarshal(data, &b)
+			var m map[string]any
+			if err := c.Unmarshal(data, &m); err == nil && c.Name() != "raw" {
+				// what decoded must encode again
+				if _, err := c.Marshal(m); err != nil {
+					t.Fatalf("%s: decoded %v but cannot encode it: %v", c.Name(), m, err)
+				}
+			}
+		}
+	})
+}

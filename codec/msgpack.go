@@ -1,0 +1,22 @@
+package codec
+
+import "github.com/vmihailenco/msgpack/v5"
+
+// MsgPack encodes values with MessagePack (github.com/vmihailenco/msgpack/v5): compact and fast.
+// It is the default codec.
+type MsgPack struct{}
+
+// Name returns "msgpack".
+func (MsgPack) Name() string { return "msgpack" }
+
+// Marshal encodes v; it fails for values msgpack cannot encode, such as channels or functions.
+func (MsgPack) Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
+
+// Unmarshal decodes data into v; it fails with ErrDecode for bytes that are not a msgpack value of
+// v's type.
+func (MsgPack) Unmarshal(data []byte, v any) error {
+	if err := msgpack.Unmarshal(data, v); err != nil {
+		return decodeError("msgpack", err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package srq
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/srqueue/srq/engine"
+)
+
+var (
+	// ErrStaleToken is returned when a task's lease is no longer this delivery's: it expired and the
+	// task was returned or delivered again. A handler whose context ends with this cause has lost
+	// its lease: another consumer may be running the task.
+	ErrStaleToken = engine.ErrStaleToken
+	// ErrNotFound is returned for a task id that does not exist.
+	ErrNotFound = engine.ErrNotFound
+	// ErrNotDead is returned when requeueing a task that is not a dead letter.
+	ErrNotDead = engine.ErrNotDead
+	// ErrInvalid is wrapped by every error about a bad argument or configuration.
+	ErrInvalid = engine.ErrInvalid
+	// ErrLeaseLost is the cause of a handler's context ending because the task's lease ended: it
+	// could not be extended in time, or another delivery of the task took over.
+	ErrLeaseLost = errors.New("srq: the task's lease was lost")
+	// ErrShutdown is the cause of a handler's context ending because the worker shut down and the
+	// handler did not finish within the shutdown timeout. The task is handed back, not counted as
+	// an attempt.
+	ErrShutdown = errors.New("srq: worker shut down")
+)
+
+// RejectError is a handler error that returns the task to its queue: an unordered task becomes
+// available again after Delay; an ordered task keeps its place and its whole partition waits
+// Delay. Build it with Reject or RejectWithDelay.
+type RejectError struct {
+	Delay time.Duration
+	Err   error
+}
+
+// Reject returns an error that hands the task back to be tried again now. It counts as an attempt.
+func Reject(err error) error { return &RejectError{Err: err} }
+
+// RejectWithDelay returns an error that hands the task back to be tried again after d; for an
+// ordered partition the whole partition waits d, which makes it a per-partition rate limit. It
+// counts as an attempt. A negative d is taken as 0.
+func RejectWithDelay(d time.Duration, err error) error {
+	return &RejectError{Delay: max(d, 0), Err: err}
+}
+
+func (e *RejectError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("srq: rejected, retry after %v", e.Delay)
+	}
+	return fmt.Sprintf("srq: rejected, retry after %v: %v", e.Delay, e.Err)
+}
+
+func (e *RejectError) Unwrap() error { return e.Err }
+
+// PermanentError is a handler error that sends the task to the dead letters at once, whatever
+// attempts it has left. Build it with Permanent.
+type PermanentError struct{ Err error }
+
+// Permanent returns an error that dead-letters the task now: retrying cannot help.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return "srq: permanent failure"
+	}
+	return "srq: permanent failure: " + e.Err.Error()
+}
+
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// PanicError is what a handler's panic becomes: the panic value and the goroutine's stack. It is
+// handled like any other error (retried under the retry policy).
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("srq: handler panic: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

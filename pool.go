@@ -1,0 +1,336 @@
+package srq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// settleTimeout bounds each Redis call that settles tasks, which run on a context that outlives
+// Run's so shutdown can still hand tasks back.
+const settleTimeout = 10 * time.Second
+
+// job is one fetched task until it is settled: its handler context, which ends when the lease is
+// lost, and the timer that ends it at the lease deadline unless the extender moves it.
+type job struct {
+	d      *Delivery
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// pool is one Run's machinery: the loops share the worker and these channels.
+type pool struct {
+	w        *Worker
+	slots    chan struct{}   // one per task the worker may hold, fetched or running
+	acks     chan *job       // jobs to ack, batched by ackLoop
+	stopping <-chan struct{} // closed when Run's context ends
+}
+
+func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(base, settleTimeout)
+}
+
+// fetchLoop fetches as many tasks as there are free slots, groups them into units (the tasks of
+// one ordered partition together, every other task alone) and hands the units to the handlers.
+// It ends when ctx ends, and closes units.
+func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan<- []*job) error {
+	defer close(units)
+	w := p.w
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.slots:
+		}
+		n := 1
+	grab:
+		for n < cap(p.slots) {
+			select {
+			case <-p.slots:
+				n++
+			default:
+				break grab
+			}
+		}
+		ds, err := w.eng.FetchWait(ctx, w.consumer, n, w.cfg.Lease, w.cfg.PollWait)
+		for i := len(ds); i < n; i++ {
+			p.slots <- struct{}{}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+			w.log.Error("fetch failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		for _, u := range p.group(ds, handlerCtx) {
+			units <- u // never blocks: units has room for every slot
+		}
+	}
+}
+
+func (p *pool) group(ds []engine.Delivery, handlerCtx context.Context) [][]*job {
+	var units [][]*job
+	ordered := map[partition.Key]int{}
+	for i := range ds {
+		j := p.newJob(&ds[i], handlerCtx)
+		if key := ds[i].Partition; key.IsOrdered() {
+			if k, ok := ordered[key]; ok {
+				units[k] = append(units[k], j)
+				continue
+			}
+			ordered[key] = len(units)
+		}
+		units = append(units, []*job{j})
+	}
+	return units
+}
+
+func (p *pool) newJob(d *engine.Delivery, handlerCtx context.Context) *job {
+	ctx, cancel := context.WithCancelCause(handlerCtx)
+	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue}, ctx: ctx, cancel: cancel}
+	j.timer = time.AfterFunc(time.Until(d.LeaseDeadline), func() { cancel(ErrLeaseLost) })
+	p.w.mu.Lock()
+	p.w.jobs[d.ID] = j
+	p.w.mu.Unlock()
+	return j
+}
+
+// release forgets a settled job and frees its slot.
+func (p *pool) release(j *job) {
+	j.timer.Stop()
+	j.cancel(nil)
+	p.w.mu.Lock()
+	delete(p.w.jobs, j.d.ID)
+	p.w.mu.Unlock()
+	p.slots <- struct{}{}
+}
+
+// handleLoop runs units until units is closed. After Run's context ended it runs no new task:
+// it hands them back.
+func (p *pool) handleLoop(units <-chan []*job) error {
+	for u := range units {
+		p.runUnit(u)
+	}
+	return nil
+}
+
+// runUnit runs the tasks of one unit in order. When a task of an ordered partition goes back, the
+// engine takes back the later tasks of the unit with it; they are released here unrun.
+func (p *pool) runUnit(u []*job) {
+	for i, j := range u {
+		select {
+		case <-p.stopping:
+			p.handBack(u[i:])
+			return
+		default:
+		}
+		err := p.call(j)
+		if back := p.settle(j, err); back {
+			for _, later := range u[i+1:] {
+				p.release(later)
+			}
+			return
+		}
+	}
+}
+
+// call runs the middleware-wrapped handler, turning a panic into a *PanicError.
+func (p *pool) call(j *job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return p.w.work(j.ctx, j.d)
+}
+
+// settle applies the handler's result to j. It reports whether the task went back to pending, in
+// which case the engine also took back the later tasks of an ordered partition's unit.
+func (p *pool) settle(j *job, err error) (wentBack bool) {
+	w := p.w
+	if err == nil {
+		p.acks <- j
+		return false
+	}
+	if cause := context.Cause(j.ctx); errors.Is(cause, ErrShutdown) && errors.Is(err, context.Canceled) {
+		p.handBack([]*job{j})
+		return true
+	}
+	var (
+		rej  *RejectError
+		perm *PermanentError
+	)
+	r := engine.Rejection{Receipt: j.d.Receipt(), Reason: err.Error()}
+	switch {
+	case errors.As(err, &perm):
+		ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
+		defer cancel()
+		errs, kerr := w.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
+		p.logSettle("kill", j, kerr, errs)
+		p.release(j)
+		return false
+	case errors.As(err, &rej):
+		r.Delay = rej.Delay
+	default:
+		r.Delay = w.cfg.Retry(j.d.Attempt, err)
+	}
+	ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
+	defer cancel()
+	res, rerr := w.eng.Reject(ctx, []engine.Rejection{r})
+	p.release(j)
+	if rerr != nil {
+		w.log.Error("reject failed; the task returns when its lease expires", "task", j.d.ID, "err", rerr)
+		return true
+	}
+	if res[0].Err != nil {
+		w.log.Info("reject refused: the lease was lost", "task", j.d.ID, "err", res[0].Err)
+		return true
+	}
+	return !res[0].DeadLettered
+}
+
+// handBack returns tasks that were not run (or were cut off by shutdown) without counting an
+// attempt; for an ordered partition the engine keeps their positions.
+func (p *pool) handBack(js []*job) {
+	if len(js) == 0 {
+		return
+	}
+	rs := make([]engine.Rejection, len(js))
+	for i, j := range js {
+		rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true, Reason: "handed back at shutdown"}
+	}
+	ctx, cancel := p.settleCtx(context.WithoutCancel(js[0].ctx))
+	defer cancel()
+	if _, err := p.w.eng.Reject(ctx, rs); err != nil {
+		p.w.log.Error("hand back failed; the tasks return when their leases expire", "tasks", len(js), "err", err)
+	}
+	for _, j := range js {
+		p.release(j)
+	}
+}
+
+func (p *pool) logSettle(op string, j *job, err error, errs []error) {
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if err != nil {
+		p.w.log.Warn(op+" failed", "task", j.d.ID, "err", err)
+	}
+}
+
+// ackLoop acks jobs in batches: it waits for one, takes whatever else is queued (up to 256) and
+// acks them in one call. It ends when acks is closed and drained.
+func (p *pool) ackLoop(base context.Context) error {
+	batch := make([]*job, 0, 256)
+	for j := range p.acks {
+		batch = append(batch[:0], j)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case j, ok := <-p.acks:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		rs := make([]engine.Receipt, len(batch))
+		for i, j := range batch {
+			rs[i] = j.d.Receipt()
+		}
+		ctx, cancel := p.settleCtx(base)
+		errs, err := p.w.eng.Ack(ctx, rs)
+		cancel()
+		if err != nil {
+			p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(rs), "err", err)
+		}
+		for i, j := range batch {
+			if err == nil && errs[i] != nil {
+				p.w.log.Info("ack refused: the lease was lost", "task", j.d.ID, "err", errs[i])
+			}
+			p.release(j)
+		}
+	}
+	return nil
+}
+
+// extendLoop extends the leases of every held task every Lease/3. A task whose lease is refused
+// has its context cancelled with ErrLeaseLost; one whose lease cannot be extended in time (Redis
+// unreachable) is cancelled by its timer at the deadline.
+func (p *pool) extendLoop(ctx context.Context) error {
+	w := p.w
+	t := time.NewTicker(w.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		w.mu.Lock()
+		js := make([]*job, 0, len(w.jobs))
+		for _, j := range w.jobs {
+			js = append(js, j)
+		}
+		w.mu.Unlock()
+		for len(js) > 0 {
+			chunk := js[:min(len(js), 500)]
+			js = js[len(chunk):]
+			rs := make([]engine.Receipt, len(chunk))
+			for i, j := range chunk {
+				rs[i] = j.d.Receipt()
+			}
+			errs, deadline, err := w.eng.Extend(ctx, rs, w.cfg.Lease)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Error("lease extension failed", "tasks", len(rs), "err", err)
+				}
+				continue
+			}
+			for i, j := range chunk {
+				if errs[i] != nil {
+					j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, errs[i]))
+					continue
+				}
+				j.timer.Reset(time.Until(deadline))
+			}
+		}
+	}
+}
+
+// recoverLoop returns expired leases, of any consumer, every RecoverInterval.
+func (p *pool) recoverLoop(ctx context.Context) error {
+	w := p.w
+	t := time.NewTicker(w.cfg.RecoverInterval)
+	defer t.Stop()
+	for {
+		r, err := w.eng.RecoverAll(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("recovery failed", "err", err)
+		} else if r.Returned+r.DeadLettered > 0 {
+			w.log.Info("recovered expired leases", "returned", r.Returned, "dead_lettered", r.DeadLettered)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

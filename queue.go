@@ -1,0 +1,149 @@
+package srq
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/codec"
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// DefaultMaxAttempts is the max attempts of a task that sets none, when QueueConfig sets none.
+const DefaultMaxAttempts = 25
+
+// QueueConfig configures a queue. Zero values mean the documented defaults.
+type QueueConfig struct {
+	// Name names the queue. Required; at most 200 bytes; no '{' or '}'.
+	Name string
+	// Prefix starts every Redis key of the queue. Default "srq".
+	Prefix string
+	// Codec turns values into payloads and back. Default codec.MsgPack{}.
+	Codec codec.Codec
+	// MaxAttempts is the max attempts of tasks published without one. Default DefaultMaxAttempts;
+	// negative: no limit.
+	MaxAttempts int
+	// DedupWindow keeps the ids of acked tasks this long, so publishing one again within the window
+	// is reported as a duplicate. Default 0.
+	DedupWindow time.Duration
+	// DeadLetterMaxCount caps the dead letters, oldest dropped first. Default 100,000; negative: no cap.
+	DeadLetterMaxCount int
+	// DeadLetterMaxAge drops dead letters older than this. Default 30 days; negative: no cap.
+	DeadLetterMaxAge time.Duration
+	// CrashIsNotAttempt makes an expired lease (a crashed or stalled worker) not count as an
+	// attempt. Default false: it counts.
+	CrashIsNotAttempt bool
+	// MaxPayloadBytes is the largest encoded payload Publish accepts. Default 4 MiB.
+	MaxPayloadBytes int
+}
+
+// Queue publishes values of type T to one queue. It is safe for concurrent use.
+type Queue[T any] struct {
+	eng         *engine.Engine
+	codec       codec.Codec
+	name        string
+	maxAttempts int
+}
+
+// NewQueue returns the queue cfg.Name on client (single node, Sentinel or Cluster). It does not
+// talk to Redis. It fails with ErrInvalid for a nil client or an invalid configuration.
+func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], error) {
+	eng, err := engine.New(client, engine.Config{
+		Queue: cfg.Name, Prefix: cfg.Prefix, DedupWindow: cfg.DedupWindow,
+		DeadLetterMaxCount: cfg.DeadLetterMaxCount, DeadLetterMaxAge: cfg.DeadLetterMaxAge,
+		CrashIsNotAttempt: cfg.CrashIsNotAttempt, MaxPayloadBytes: cfg.MaxPayloadBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	maxAttempts := cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	if maxAttempts < 0 {
+		maxAttempts = 0 // the engine's "no limit"
+	}
+	return &Queue[T]{eng: eng, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
+		maxAttempts: maxAttempts}, nil
+}
+
+// Name returns the queue's name.
+func (q *Queue[T]) Name() string { return q.name }
+
+// Engine returns the byte-level engine under the queue, for operations the typed API does not
+// cover (dead letters, partition controls, stats).
+func (q *Queue[T]) Engine() *engine.Engine { return q.eng }
+
+// PublishOpts are the per-task options of a publish. The zero value publishes to the base
+// partition, now, with priority 0, a generated id and the queue's max attempts.
+type PublishOpts struct {
+	// ID identifies the task; publishing an id that still exists is a no-op reported as duplicate.
+	// Empty: a new, time-ordered id.
+	ID string
+	// Partition is the partition key, such as a user id. Empty: the base partition.
+	Partition string
+	// Ordered makes the partition ordered: its tasks run one at a time, in order. It prefixes the
+	// key with "!", so Partition "42" with Ordered is the partition key "!42".
+	Ordered bool
+	// Priority orders tasks inside a partition, higher first; int32 range.
+	Priority int
+	// Delay makes the task available this long after Redis receives it. Not with At.
+	Delay time.Duration
+	// At makes the task available at this time. Not with Delay.
+	At time.Time
+	// MaxAttempts overrides the queue's max attempts for this task; negative: no limit.
+	MaxAttempts int
+	// Headers travel with the task (trace context, for example).
+	Headers map[string]string
+}
+
+// Message is one value to publish with its options, for PublishBatch.
+type Message[T any] struct {
+	Value T
+	Opts  PublishOpts
+}
+
+// PublishResult tells what a publish did: the task's id (the generated one when none was given),
+// and whether it was a duplicate that changed nothing.
+type PublishResult = engine.PublishResult
+
+// Publish encodes v and publishes it as one task. It fails with ErrInvalid for invalid options or
+// an oversized payload, and with the codec's error when v cannot be encoded; nothing is written then.
+func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (PublishResult, error) {
+	var o PublishOpts
+	if opts != nil {
+		o = *opts
+	}
+	res, err := q.PublishBatch(ctx, []Message[T]{{Value: v, Opts: o}})
+	if err != nil {
+		return PublishResult{}, err
+	}
+	return res[0], nil
+}
+
+// PublishBatch publishes msgs in one round trip and reports per message what happened. When any
+// message is invalid or cannot be encoded, it fails and writes nothing.
+func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]PublishResult, error) {
+	ems := make([]engine.Message, len(msgs))
+	for i, m := range msgs {
+		payload, err := q.codec.Marshal(m.Value)
+		if err != nil {
+			return nil, fmt.Errorf("srq: message %d: encode with %s: %w", i, q.codec.Name(), err)
+		}
+		key := partition.Key(m.Opts.Partition)
+		if m.Opts.Ordered {
+			key = partition.Ordered(m.Opts.Partition)
+		}
+		maxAttempts := m.Opts.MaxAttempts
+		switch {
+		case maxAttempts == 0:
+			maxAttempts = q.maxAttempts
+		case maxAttempts < 0:
+			maxAttempts = 0
+		}
+		ems[i] = engine.Message{ID: m.Opts.ID, Partition: key, Priority: m.Opts.Priority, Delay: m.Opts.Delay,
+			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload}
+	}
+	return q.eng.Publish(ctx, ems)
+}

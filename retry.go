@@ -1,0 +1,27 @@
+package srq
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy says how long a task waits before its next attempt after its handler failed with an
+// ordinary error; attempt is the attempt that failed, from 1.
+type RetryPolicy func(attempt int, err error) time.Duration
+
+// ExponentialBackoff returns a policy that waits base, 2×base, 4×base, … up to limit, each wait
+// spread by ±20% jitter so failed tasks do not return in lockstep.
+func ExponentialBackoff(base, limit time.Duration) RetryPolicy {
+	return func(attempt int, _ error) time.Duration {
+		d := base
+		for i := 1; i < attempt && d < limit; i++ {
+			d *= 2
+		}
+		d = min(d, limit)
+		jitter := time.Duration(float64(d) * 0.2 * (2*rand.Float64() - 1))
+		return max(d+jitter, 0)
+	}
+}
+
+// DefaultRetryPolicy waits 1s, 2s, 4s, … up to 10 minutes, with jitter.
+var DefaultRetryPolicy = ExponentialBackoff(time.Second, 10*time.Minute)

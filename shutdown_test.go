@@ -1,0 +1,88 @@
+package srq_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq"
+)
+
+// TestGracefulShutdown stops a worker while handlers run and more tasks wait prefetched. Every task
+// must end acked or pending again (none leased, none lost), and tasks handed back must not have
+// used an attempt.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	for _, finish := range []bool{true, false} {
+		name := "handlers finish within the timeout"
+		if !finish {
+			name = "handlers cut off by the timeout"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			q, _ := newQueue[int](t, srq.QueueConfig{})
+			const total = 60
+			var msgs []srq.Message[int]
+			for i := 0; i < total; i++ {
+				o := srq.PublishOpts{ID: fmt.Sprint(i)}
+				if i%2 == 0 {
+					o.Partition, o.Ordered = fmt.Sprint(i%6), true
+				}
+				msgs = append(msgs, srq.Message[int]{Value: i, Opts: o})
+			}
+			if _, err := q.PublishBatch(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			release := make(chan struct{})
+			var running atomic.Int32
+			h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+				running.Add(1)
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 4, Prefetch: 8, ShutdownTimeout: 300 * time.Millisecond, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := runWorker(t, w)
+			waitFor(t, "4 running handlers", func() bool { return running.Load() == 4 })
+			waitFor(t, "prefetched tasks", func() bool {
+				st, _ := q.Engine().Stats(ctx)
+				return st.InFlight >= 8
+			})
+			if finish {
+				go func() { time.Sleep(50 * time.Millisecond); close(release) }()
+			}
+			stop()
+			st, err := q.Engine().Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.InFlight != 0 || st.Pending+st.Acked != total || st.Dead != 0 {
+				t.Fatalf("after shutdown: %+v (want nothing leased, pending+acked = %d)", st, total)
+			}
+			if finish && st.Acked != 4 {
+				t.Fatalf("acked %d, want the 4 running handlers' tasks", st.Acked)
+			}
+			if !finish && st.Acked != 0 {
+				t.Fatalf("acked %d, want none", st.Acked)
+			}
+			for i := 0; i < total; i++ {
+				ti, err := q.Engine().Task(ctx, fmt.Sprint(i))
+				if err != nil {
+					continue // acked
+				}
+				if ti.Attempts != 0 {
+					t.Fatalf("task %d handed back with %d attempts used", i, ti.Attempts)
+				}
+			}
+		})
+	}
+}

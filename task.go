@@ -1,0 +1,21 @@
+package srq
+
+import "github.com/srqueue/srq/engine"
+
+// Delivery is one leased task before its payload is decoded: what middleware sees, so one
+// middleware serves every payload type. Its fields are the engine's delivery (id, fencing token,
+// partition, priority, attempt, max attempts, enqueued-at, available-at, payload, headers,
+// crashes, last error, lease deadline) and the queue's name.
+type Delivery struct {
+	engine.Delivery
+	Queue string
+}
+
+// Task is one delivery with its payload decoded into a T: what a Handler[T] gets.
+type Task[T any] struct {
+	Value T
+	*Delivery
+}
+
+// Ordered reports whether the task belongs to an ordered partition.
+func (d *Delivery) Ordered() bool { return d.Partition.IsOrdered() }

@@ -1,0 +1,172 @@
+package srq
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/srqueue/srq/engine"
+)
+
+// WorkerConfig configures a Worker. Zero values mean the documented defaults.
+type WorkerConfig struct {
+	// Concurrency is how many handlers run at once. Default 10.
+	Concurrency int
+	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default equal to
+	// Concurrency; negative: none.
+	Prefetch int
+	// Lease is how long a fetched task stays leased without an extension; the worker extends the
+	// leases of its tasks every Lease/3. Default 30s; at least 30ms.
+	Lease time.Duration
+	// ShutdownTimeout is how long Run waits, after its context ends, for running handlers before it
+	// cancels their contexts (cause ErrShutdown) and hands their tasks back. Default 30s.
+	ShutdownTimeout time.Duration
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Retry decides the delay after a handler's ordinary error. Default DefaultRetryPolicy.
+	Retry RetryPolicy
+	// Middleware wraps the handler, first outermost.
+	Middleware []Middleware
+	// ConsumerID names this worker in leases. Default host-pid-random.
+	ConsumerID string
+	// RecoverInterval is how often the worker returns other consumers' expired leases. Default Lease/2.
+	RecoverInterval time.Duration
+	// PollWait is how long one blocking fetch waits in Redis for work before it looks again. It also
+	// bounds how long Run takes to stop fetching. Default 1s.
+	PollWait time.Duration
+}
+
+// Worker runs a handler over one queue with a bounded pool of goroutines: a fetcher that blocks in
+// Redis while there is no work, Concurrency handlers, a lease extender, a recoverer and a batched
+// acker, supervised by an errgroup. Tasks of one ordered partition fetched together run one after
+// another in one handler.
+type Worker struct {
+	eng      *engine.Engine
+	queue    string
+	work     WorkFunc
+	cfg      WorkerConfig
+	log      *slog.Logger
+	consumer string
+	running  atomic.Bool
+
+	mu   sync.Mutex
+	jobs map[string]*job // every fetched task not yet settled, by id
+}
+
+// NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil queue
+// or handler or an invalid configuration.
+func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, error) {
+	if q == nil || h == nil {
+		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalid)
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
+	cfg.Prefetch = cmp.Or(cfg.Prefetch, cfg.Concurrency)
+	cfg.Prefetch = max(cfg.Prefetch, 0)
+	cfg.Lease = cmp.Or(cfg.Lease, 30*time.Second)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 30*time.Second)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Retry == nil {
+		cfg.Retry = DefaultRetryPolicy
+	}
+	cfg.ConsumerID = cmp.Or(cfg.ConsumerID, defaultConsumerID())
+	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
+	cfg.PollWait = cmp.Or(cfg.PollWait, time.Second)
+	switch {
+	case cfg.Concurrency < 1:
+		return nil, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
+	case cfg.Lease < 30*time.Millisecond:
+		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
+	case cfg.ShutdownTimeout < 0 || cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
+		return nil, fmt.Errorf("%w: negative ShutdownTimeout, RecoverInterval or PollWait", ErrInvalid)
+	}
+	codec := q.codec
+	work := WorkFunc(func(ctx context.Context, d *Delivery) error {
+		var v T
+		if err := codec.Unmarshal(d.Payload, &v); err != nil {
+			return Permanent(err)
+		}
+		return h.Handle(ctx, &Task[T]{Value: v, Delivery: d})
+	})
+	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
+		work = cfg.Middleware[i](work)
+	}
+	return &Worker{eng: q.eng, queue: q.name, work: work, cfg: cfg, consumer: cfg.ConsumerID,
+		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[string]*job{}}, nil
+}
+
+func defaultConsumerID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%04x", cmp.Or(host, "host"), os.Getpid(), rand.Uint32()&0xffff)
+}
+
+// Run processes tasks until ctx ends, then shuts down gracefully: it stops fetching, hands back
+// fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
+// rest and hands their tasks back, and flushes its acks. It returns nil after a graceful shutdown,
+// once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
+// fails at once if the worker is already running.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("srq: worker is already running")
+	}
+	defer w.running.Store(false)
+
+	// Handlers and settlement outlive ctx by up to ShutdownTimeout, so they run on a context
+	// without ctx's cancellation and end on their own signals.
+	base := context.WithoutCancel(ctx)
+	handlerCtx, stopHandlers := context.WithCancelCause(base)
+	defer stopHandlers(nil)
+	loopCtx, stopLoops := context.WithCancel(base)
+	defer stopLoops()
+
+	capacity := w.cfg.Concurrency + w.cfg.Prefetch
+	slots := make(chan struct{}, capacity)
+	for i := 0; i < capacity; i++ {
+		slots <- struct{}{}
+	}
+	units := make(chan []*job, capacity)
+	acks := make(chan *job, capacity)
+	handlersDone := make(chan struct{})
+	p := &pool{w: w, slots: slots, acks: acks, stopping: ctx.Done()}
+
+	var handlers errgroup.Group
+	handlers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units) })
+	for i := 0; i < w.cfg.Concurrency; i++ {
+		handlers.Go(func() error { return p.handleLoop(units) })
+	}
+
+	var loops errgroup.Group
+	loops.Go(func() error { return p.ackLoop(base) })
+	loops.Go(func() error { return p.extendLoop(loopCtx) })
+	loops.Go(func() error { return p.recoverLoop(loopCtx) })
+	loops.Go(func() error {
+		select {
+		case <-handlersDone:
+			return nil
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(w.cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-handlersDone:
+		case <-t.C:
+			w.log.Warn("shutdown timeout: cancelling running handlers", "timeout", w.cfg.ShutdownTimeout)
+			stopHandlers(ErrShutdown)
+		}
+		return nil
+	})
+
+	err := handlers.Wait()
+	close(handlersDone)
+	close(acks) // every handler has ended: no more acks come
+	stopLoops()
+	return errors.Join(err, loops.Wait())
+}

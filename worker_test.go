@@ -1,0 +1,240 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/codec"
+	"github.com/srqueue/srq/engine"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type order struct {
+	User  string
+	Seq   int
+	Items []string
+}
+
+func TestTypedRoundTripEveryCodec(t *testing.T) {
+	t.Parallel()
+	for _, c := range []codec.Codec{codec.MsgPack{}, codec.JSON{}} {
+		t.Run(c.Name(), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			q, _ := newQueue[order](t, srq.QueueConfig{Codec: c})
+			want := order{User: "ü", Seq: 7, Items: []string{"a", "b"}}
+			if _, err := q.Publish(ctx, want, &srq.PublishOpts{Partition: "u1", Ordered: true, Headers: map[string]string{"k": "v"}}); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *srq.Task[order], 1)
+			w, err := srq.NewWorker(q, srq.HandlerFunc[order](func(ctx context.Context, task *srq.Task[order]) error {
+				got <- task
+				return nil
+			}), srq.WorkerConfig{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := runWorker(t, w)
+			task := <-got
+			stop()
+			if fmt.Sprint(task.Value) != fmt.Sprint(want) || task.Partition != "!u1" || task.Headers["k"] != "v" ||
+				task.Attempt != 1 || task.MaxAttempts != srq.DefaultMaxAttempts || task.Queue != q.Name() {
+				t.Fatalf("task %+v", task)
+			}
+		})
+	}
+	t.Run("raw", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		q, _ := newQueue[[]byte](t, srq.QueueConfig{Codec: codec.Raw{}})
+		if _, err := q.Publish(ctx, []byte{0, 255}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []byte, 1)
+		w, _ := srq.NewWorker(q, srq.HandlerFunc[[]byte](func(ctx context.Context, task *srq.Task[[]byte]) error {
+			got <- task.Value
+			return nil
+		}), srq.WorkerConfig{Logger: quiet})
+		runWorker(t, w)
+		if v := <-got; len(v) != 2 || v[1] != 255 {
+			t.Fatalf("%v", v)
+		}
+	})
+}
+
+func TestDecodeFailureDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[order](t, srq.QueueConfig{})
+	// Another producer wrote a payload of another type to the same queue.
+	other, err := srq.NewQueue[string](c, srq.QueueConfig{Name: q.Name(), Codec: codec.JSON{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Publish(ctx, "not an order", &srq.PublishOpts{ID: "bad"}); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[order](func(context.Context, *srq.Task[order]) error {
+		calls.Add(1)
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	stop := runWorker(t, w)
+	waitFor(t, "the dead letter", func() bool {
+		st, _ := q.Engine().Stats(ctx)
+		return st.Dead == 1
+	})
+	stop()
+	page, _ := q.Engine().DeadLetters(ctx, 0, 1)
+	if l := page.Letters[0]; l.ID != "bad" || l.Attempts != 1 || !strings.Contains(l.LastError, "cannot decode") {
+		t.Fatalf("dead letter %+v", l)
+	}
+	if calls.Load() != 0 {
+		t.Fatal("the handler ran on an undecodable payload")
+	}
+}
+
+// TestOrderedHistory: 1,000 ordered partitions × 50 tasks, 16 handlers. The recorded history must
+// show every partition's tasks in publish order and never two of one partition running at once.
+func TestOrderedHistory(t *testing.T) {
+	t.Parallel()
+	parts, each := 1000, 50
+	if testing.Short() {
+		parts, each = 100, 20
+	}
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	for i := 0; i < each; i++ {
+		msgs := make([]srq.Message[int], 0, parts)
+		for p := 0; p < parts; p++ {
+			msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{Partition: fmt.Sprint(p), Ordered: true}})
+		}
+		if _, err := q.PublishBatch(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu       sync.Mutex
+		next     = map[string]int{}
+		running  = map[string]bool{}
+		problems []string
+		done     atomic.Int64
+	)
+	h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		p := string(task.Partition)
+		mu.Lock()
+		if running[p] {
+			problems = append(problems, fmt.Sprintf("%s: two tasks at once", p))
+		}
+		running[p] = true
+		if next[p] != task.Value {
+			problems = append(problems, fmt.Sprintf("%s: got %d, want %d", p, task.Value, next[p]))
+		}
+		next[p] = task.Value + 1
+		mu.Unlock()
+		mu.Lock()
+		running[p] = false
+		mu.Unlock()
+		done.Add(1)
+		return nil
+	})
+	w, _ := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 16, Logger: quiet})
+	stop := runWorker(t, w)
+	waitFor(t, "every task", func() bool { return done.Load() == int64(parts*each) })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems[:min(len(problems), 20)] {
+		t.Error(p)
+	}
+	st, _ := q.Engine().Stats(ctx)
+	if st.Pending != 0 || st.InFlight != 0 || st.Acked != int64(parts*each) {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestLongHandlerKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	if _, err := q.Publish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 600 * time.Millisecond
+	var runs atomic.Int32
+	finished := make(chan error, 1)
+	h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		runs.Add(1)
+		select {
+		case <-time.After(3 * lease):
+			finished <- nil
+		case <-ctx.Done():
+			finished <- context.Cause(ctx)
+		}
+		return nil
+	})
+	// Two workers: the second would get the task if the first's lease lapsed.
+	for i := 0; i < 2; i++ {
+		w, _ := srq.NewWorker(q, h, srq.WorkerConfig{Lease: lease, RecoverInterval: lease / 4, Logger: quiet})
+		runWorker(t, w)
+	}
+	if err := <-finished; err != nil {
+		t.Fatalf("handler context ended: %v", err)
+	}
+	waitFor(t, "the ack", func() bool {
+		st, _ := q.Engine().Stats(ctx)
+		return st.Acked == 1
+	})
+	if runs.Load() != 1 {
+		t.Fatalf("ran %d times", runs.Load())
+	}
+}
+
+func TestLostLeaseCancelsHandler(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}), srq.WorkerConfig{Lease: 300 * time.Millisecond, Logger: quiet})
+	runWorker(t, w)
+	<-started
+	// Someone else takes the task over: the lease is no longer the worker's. (The partition is
+	// paused first so the worker cannot fetch the task again.)
+	ti, err := q.Engine().Task(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Engine().Pause(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Engine().Reject(ctx, []engine.Rejection{{Receipt: engine.Receipt{ID: "t", Token: ti.Token}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, srq.ErrLeaseLost) {
+			t.Fatalf("cause %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler's context did not end when its lease was lost")
+	}
+}
