@@ -19,11 +19,18 @@ const (
 
 // Limits on what one task may carry.
 const (
-	MaxIDLen     = 256     // bytes of a task id
-	MaxReasonLen = 8 << 10 // bytes of a reject or kill reason; longer ones are cut
-	MinPriority  = -1 << 31
-	MaxPriority  = 1<<31 - 1
+	MaxIDLen       = 256      // bytes of a task id
+	MaxReasonLen   = 8 << 10  // bytes of a reject or kill reason; longer ones are cut
+	MaxHeaderBytes = 64 << 10 // bytes of a task's encoded headers
+	MinPriority    = -1 << 31
+	MaxPriority    = 1<<31 - 1
+	// MaxDelay is the longest delay of a publish or reject.
+	MaxDelay = 100 * 365 * 24 * time.Hour
 )
+
+// MaxAt is the latest time a task may be published for: the end of year 9999, far below the
+// 2^53 ms that Redis scores and Lua numbers keep exact.
+var MaxAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
 // Config configures an Engine for one queue. Zero values mean the documented defaults.
 type Config struct {
@@ -66,7 +73,7 @@ type Engine struct {
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
 // with ErrInvalid when the client is nil or the configuration is invalid.
 func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
-	if client == nil {
+	if isNilClient(client) {
 		return nil, invalidf("nil redis client")
 	}
 	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
@@ -107,4 +114,20 @@ func (e *Engine) deadCaps() (count int, ageMs int64) {
 	count = max(e.cfg.DeadLetterMaxCount, 0)
 	ageMs = max(e.cfg.DeadLetterMaxAge.Milliseconds(), 0)
 	return count, ageMs
+}
+
+// isNilClient catches a nil interface and a typed nil pointer of the go-redis client types, which
+// would otherwise panic on first use.
+func isNilClient(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
 }

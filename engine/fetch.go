@@ -125,7 +125,8 @@ func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.D
 	}
 	nextDue := time.Duration(-1)
 	if wait >= 0 {
-		nextDue = time.Duration(wait) * time.Millisecond
+		// Capped so the conversion cannot overflow; FetchWait never waits that long in one go.
+		nextDue = time.Duration(min(wait, int64(24*time.Hour/time.Millisecond))) * time.Millisecond
 	}
 	ds := make([]Delivery, 0, len(rows)-3)
 	for _, row := range rows[3:] {

@@ -118,32 +118,44 @@ func TestOrderedPartitionKeepsPublishOrder(t *testing.T) {
 		}
 	})
 
-	t.Run("after rejecting a run in one call", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, Config{})
-		var msgs []Message
-		for i := 0; i < 6; i++ {
-			msgs = append(msgs, Message{ID: fmt.Sprintf("r%d", i), Partition: p})
-		}
-		want := b.publish(msgs...)
-		run := b.fetch("c", 5)
-		assertOrder(t, idsOf(run), want[:5])
-		// Reject them all at once, latest first: same millisecond, reverse order.
-		var rs []Rejection
-		for i := len(run) - 1; i >= 0; i-- {
-			rs = append(rs, Rejection{Receipt: run[i].Receipt(), Reason: "try again"})
-		}
-		res, err := b.eng.Reject(b.ctx, rs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil || r.DeadLettered {
-				t.Fatalf("reject: %+v", r)
+	for _, latestFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("after rejecting a run in one call, latest first=%v", latestFirst), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{})
+			var msgs []Message
+			for i := 0; i < 6; i++ {
+				msgs = append(msgs, Message{ID: fmt.Sprintf("r%d", i), Partition: p})
 			}
-		}
-		assertOrder(t, b.drain("c2"), want)
-	})
+			want := b.publish(msgs...)
+			run := b.fetch("c", 5)
+			assertOrder(t, idsOf(run), want[:5])
+			// Reject them all at once: same millisecond, in either order. Each item reports OK,
+			// also those an earlier item of the call already took back.
+			var rs []Rejection
+			for i := range run {
+				k := i
+				if latestFirst {
+					k = len(run) - 1 - i
+				}
+				rs = append(rs, Rejection{Receipt: run[k].Receipt(), Reason: "try again"})
+			}
+			res, err := b.eng.Reject(b.ctx, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				if r.Err != nil || r.DeadLettered {
+					t.Fatalf("reject %d: %+v", i, r)
+				}
+			}
+			for _, d := range run {
+				if ti, _ := b.eng.Task(b.ctx, d.ID); ti.Attempts != 1 || ti.LastError != "try again" {
+					t.Fatalf("%s after the reject: %+v", d.ID, ti)
+				}
+			}
+			assertOrder(t, b.drain("c2"), want)
+		})
+	}
 
 	t.Run("counters near 2^53 and across the split", func(t *testing.T) {
 		t.Parallel()

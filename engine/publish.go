@@ -94,6 +94,10 @@ func (e *Engine) validateMessage(m *Message) error {
 		return fmt.Errorf("priority %d is outside [%d, %d]", m.Priority, MinPriority, MaxPriority)
 	case m.Delay < 0:
 		return fmt.Errorf("negative delay %v", m.Delay)
+	case m.Delay > MaxDelay:
+		return fmt.Errorf("delay %v is over the limit of %v", m.Delay, MaxDelay)
+	case m.At.After(MaxAt):
+		return fmt.Errorf("At %v is after %v", m.At, MaxAt)
 	case m.Delay > 0 && !m.At.IsZero():
 		return fmt.Errorf("both Delay and At are set")
 	case !m.At.IsZero() && m.At.UnixMilli() < 0:
@@ -102,6 +106,9 @@ func (e *Engine) validateMessage(m *Message) error {
 		return fmt.Errorf("negative MaxAttempts %d", m.MaxAttempts)
 	case len(m.Payload) > e.cfg.MaxPayloadBytes:
 		return fmt.Errorf("payload is %d bytes, the limit is %d", len(m.Payload), e.cfg.MaxPayloadBytes)
+	}
+	if n := len(encodeHeaders(m.Headers)); n > MaxHeaderBytes {
+		return fmt.Errorf("headers are %d bytes encoded, the limit is %d", n, MaxHeaderBytes)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Ack completes the deliveries in rs in one round trip: each task is deleted, and an ordered or
@@ -42,8 +43,11 @@ type RejectResult struct {
 
 // Reject returns deliveries to pending in one round trip. An unordered task comes back at
 // now+Delay; an ordered task keeps its exact place at the head of its partition, and the partition
-// is blocked until now+Delay. A task that has used its max attempts goes to the dead letters
-// instead. It fails with ErrInvalid for a negative delay.
+// is blocked until now+Delay. Rejecting an ordered task also takes back every task of its
+// partition leased with it that comes later in the partition's order, to their own places and
+// without counting an attempt, so none of them can complete first; their fencing tokens go stale.
+// A task that has used its max attempts goes to the dead letters instead (and then the later tasks
+// stay leased). It fails with ErrInvalid for a negative delay.
 func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -52,8 +56,8 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 	args := make([]any, 0, 2+5*len(rs))
 	args = append(args, count, age)
 	for i, r := range rs {
-		if r.Delay < 0 {
-			return nil, invalidf("rejection %d: negative delay %v", i, r.Delay)
+		if r.Delay < 0 || r.Delay > MaxDelay {
+			return nil, invalidf("rejection %d: delay %v is outside [0, %v]", i, r.Delay, MaxDelay)
 		}
 		counts := 1
 		if r.NotAttempt {
@@ -142,9 +146,14 @@ func (e *Engine) runCodes(ctx context.Context, s *script, n int, args []any) ([]
 	return codesToErrors(codes), nil
 }
 
+// clip cuts reason to at most MaxReasonLen bytes, at a character boundary.
 func clip(reason string) string {
-	if len(reason) > MaxReasonLen {
-		return reason[:MaxReasonLen]
+	if len(reason) <= MaxReasonLen {
+		return reason
 	}
-	return reason
+	cut := MaxReasonLen
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut]
 }

@@ -47,10 +47,11 @@ for i = 1, #parts do
 end
 -- Wake sleepers for the work that is available now in ready partitions (also in partitions that
 -- were ready already: their new tasks may want more workers). Paused or held ones wake no one.
-wakes = 0
+local ready_now = 0
 for i = 1, #parts do
-  if available[parts[i]] and redis.call('ZSCORE', K_READY, parts[i]) then wakes = wakes + available[parts[i]] end
+  if available[parts[i]] and redis.call('ZSCORE', K_READY, parts[i]) then ready_now = ready_now + available[parts[i]] end
 end
+wakes = math.max(wakes, ready_now)
 if window > 0 then prune_dedup(now, window, 100) end
 stat('pending', added)
 stat('published', added)

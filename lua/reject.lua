@@ -11,7 +11,8 @@
 -- ARGV[3]  dead-letter cap by age ms (0: none)
 -- ARGV[4…] 5 per task: id, fencing token, delay ms, reason, counts (1: this delivery counts as an
 --          attempt; 0: it does not, as for a rate limit)
--- Returns: one code per task: OK (pending again), DEAD (dead-lettered), STALE or NOTFOUND.
+-- Returns: one code per task: OK (pending again, also when an earlier item of this call took it
+--          back), DEAD (dead-lettered), STALE or NOTFOUND.
 
 -- @include common
 
@@ -32,6 +33,10 @@ local function later(a1, a2, a3, b1, b2, b3)
   return a3 > b3
 end
 
+-- took holds the ids take_back_later returned in this call: a later item of the same call that
+-- names one of them finds it pending already.
+local took = {}
+
 -- take_back_later returns the leased tasks of ordered partition p that come after task id.
 local function take_back_later(id, kt, p, now)
   local r1, r2, r3 = order_key(kt)
@@ -44,6 +49,7 @@ local function take_back_later(id, kt, p, now)
       unlease(held[i], other, p)
       redis.call('HINCRBY', other, 'a', -1)
       back(held[i], other, p, now, 0)
+      took[held[i]] = true
       n = n + 1
     end
   end
@@ -56,6 +62,16 @@ for i = 4, #ARGV, 5 do
   local f = redis.call('HMGET', kt, 'k', 'p', 'a', 'm')
   if not f[2] then
     res[#res + 1] = NOTFOUND
+  elseif took[id] then
+    -- Taken back by an earlier item of this call: it is pending already, in its position. Keep
+    -- this item's reason, attempt and delay; its attempts are checked at its next settle.
+    if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
+    if counts ~= '0' then redis.call('HINCRBY', kt, 'a', 1) end
+    if delay > 0 then
+      local _, _, blocked = meta(f[2])
+      if not blocked or blocked < now + delay then redis.call('HSET', k_meta(f[2]), 'b', now + delay) end
+    end
+    res[#res + 1] = OK
   elseif f[1] ~= token then
     res[#res + 1] = STALE
   else

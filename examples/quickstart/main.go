@@ -117,7 +117,7 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 					return
 				}
 				handedBack := map[partition.Key]bool{}
-				for i, d := range ds {
+				for _, d := range ds {
 					if handedBack[d.Partition] {
 						continue // went back with an earlier failed task of its ordered partition
 					}
@@ -130,13 +130,9 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 						}
 						continue
 					}
-					// A failed ordered task goes back with the rest of its partition's batch behind it.
+					// A failed ordered task goes back, and the engine takes back the later tasks of its
+					// partition fetched with it, so none of them overtakes it.
 					back := []engine.Rejection{{Receipt: d.Receipt(), Delay: 50 * time.Millisecond, Reason: herr.Error()}}
-					for _, later := range ds[i+1:] {
-						if later.Partition == d.Partition && d.Partition.IsOrdered() {
-							back = append(back, engine.Rejection{Receipt: later.Receipt(), NotAttempt: true})
-						}
-					}
 					if _, err := eng.Reject(work, back); err != nil {
 						return
 					}

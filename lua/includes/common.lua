@@ -182,7 +182,7 @@ end
 -- to at most maxcount entries (0: no cap) and maxage ms (0: no cap), oldest first, at most 100 a call.
 -- An empty reason keeps the last error the task had. The dead set's score is the time of death in
 -- microsecond units made unique: max(now ms × 1000, last score + 1), so letters that die in the same
--- millisecond still trim oldest first; it stays below 2^53 for the next 280 years.
+-- millisecond still trim oldest first; it stays below 2^53 until about the year 2255.
 local function bury(id, kt, reason, now, maxcount, maxage)
   redis.call('HSET', kt, 'S', 'd')
   if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
