@@ -102,47 +102,53 @@ func TestRejectNotAttempt(t *testing.T) {
 	}
 }
 
-// TestFetchWaitWakesOnPublish: a fetcher blocked in Redis (one block slice of 30s) returns as soon
-// as a publish makes work ready. It runs on a server of its own to see its blocked client.
-func TestFetchWaitWakesOnPublish(t *testing.T) {
+// TestFetchWaitWakes: a fetcher blocked in Redis (one block slice of 30s) returns as soon as a
+// publish makes work ready, or is woken to wait for a delayed task due earlier than anything it
+// knew of. Each case runs on a server of its own to see its blocked client.
+func TestFetchWaitWakes(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	e, err := New(c, Config{Queue: "wake", MaxBlock: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	type result struct {
-		ds  []Delivery
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		ds, err := e.FetchWait(ctx, "c", 1, time.Minute, 50*time.Second)
-		got <- result{ds, err}
-	}()
-	for blocked := false; !blocked; {
-		info, err := c.Info(ctx, "clients").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocked = strings.Contains(info, "blocked_clients:1")
-		if !blocked {
-			time.Sleep(5 * time.Millisecond) // polling a condition, with the test's deadline
-		}
-	}
-	if _, err := e.Publish(ctx, []Message{{ID: "wake"}}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-got:
-		if r.err != nil || len(r.ds) != 1 || r.ds[0].ID != "wake" {
-			t.Fatalf("%+v %v", r.ds, r.err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the blocked fetcher was not woken by the publish")
+	for _, m := range []Message{{ID: "now"}, {ID: "soon", Delay: 200 * time.Millisecond}} {
+		t.Run(m.ID, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			c := srv.Client(t)
+			e, err := New(c, Config{Queue: "wake", MaxBlock: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			type result struct {
+				ds  []Delivery
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				ds, err := e.FetchWait(ctx, "c", 1, time.Minute, 50*time.Second)
+				got <- result{ds, err}
+			}()
+			for blocked := false; !blocked; {
+				info, err := c.Info(ctx, "clients").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				blocked = strings.Contains(info, "blocked_clients:1")
+				if !blocked {
+					time.Sleep(5 * time.Millisecond) // polling a condition, with the test's deadline
+				}
+			}
+			if _, err := e.Publish(ctx, []Message{m}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case r := <-got:
+				if r.err != nil || len(r.ds) != 1 || r.ds[0].ID != m.ID {
+					t.Fatalf("%+v %v", r.ds, r.err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the blocked fetcher was not woken")
+			}
+		})
 	}
 }
 

@@ -137,6 +137,10 @@ local function place(p, now)
     end
   else
     redis.call('ZREM', K_READY, p)
+    -- Sleepers wait until the earliest due time they know of; one that is now earlier wakes one
+    -- of them to wait for the new time instead.
+    local head = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+    if not head[2] or e < tonumber(head[2]) then wakes = wakes + 1 end
     redis.call('ZADD', K_SCHED, e, p)
   end
 end

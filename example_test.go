@@ -1,0 +1,121 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+)
+
+// exampleRedis starts an embedded Redis for an example; real code passes its own client.
+func exampleRedis() (*redis.Client, func()) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return c, func() { _ = c.Close(); m.Close() }
+}
+
+type Event struct {
+	User string
+	Seq  int
+}
+
+// Publish per-user events to ordered partitions and process them with a pool of workers: each
+// user's events arrive in order, even with 8 handlers running at once.
+func ExampleWorker() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+
+	q, err := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events"})
+	if err != nil {
+		panic(err)
+	}
+	var msgs []srq.Message[Event]
+	for seq := 1; seq <= 3; seq++ {
+		for _, user := range []string{"ann", "bob"} {
+			msgs = append(msgs, srq.Message[Event]{Value: Event{user, seq}, Opts: srq.PublishOpts{Partition: user, Ordered: true}})
+		}
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		panic(err)
+	}
+
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	var wg sync.WaitGroup
+	wg.Add(len(msgs))
+	w, err := srq.NewWorker(q, srq.HandlerFunc[Event](func(ctx context.Context, t *srq.Task[Event]) error {
+		mu.Lock()
+		seen[t.Value.User] = append(seen[t.Value.User], t.Value.Seq)
+		mu.Unlock()
+		wg.Done()
+		return nil
+	}), srq.WorkerConfig{Concurrency: 8, Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() { ran <- w.Run(runCtx) }()
+	wg.Wait()
+	stop()
+	if err := <-ran; err != nil {
+		panic(err)
+	}
+	fmt.Println("ann:", seen["ann"])
+	fmt.Println("bob:", seen["bob"])
+	// Output:
+	// ann: [1 2 3]
+	// bob: [1 2 3]
+}
+
+// A handler's error decides what happens to the task: here the first attempt is retried after a
+// delay, and a permanent error sends another task to the dead letters.
+func ExampleRejectWithDelay() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+
+	q, _ := srq.NewQueue[string](client, srq.QueueConfig{Name: "jobs"})
+	_, _ = q.Publish(ctx, "flaky", &srq.PublishOpts{ID: "flaky"})
+	_, _ = q.Publish(ctx, "broken", &srq.PublishOpts{ID: "broken"})
+
+	finished := make(chan string, 2)
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		switch {
+		case t.Value == "broken":
+			defer func() { finished <- "broken: dead-lettered" }()
+			return srq.Permanent(errors.New("malformed input"))
+		case t.Attempt == 1:
+			return srq.RejectWithDelay(20*time.Millisecond, errors.New("downstream busy"))
+		}
+		finished <- fmt.Sprintf("flaky: done on attempt %d", t.Attempt)
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() { ran <- w.Run(runCtx) }()
+	results := []string{<-finished, <-finished}
+	stop()
+	<-ran
+	if results[0] > results[1] {
+		results[0], results[1] = results[1], results[0]
+	}
+	fmt.Println(results[0])
+	fmt.Println(results[1])
+	page, _ := q.Engine().DeadLetters(ctx, 0, 10)
+	fmt.Println("dead letter:", page.Letters[0].ID, "-", page.Letters[0].LastError)
+	// Output:
+	// broken: dead-lettered
+	// flaky: done on attempt 2
+	// dead letter: broken - srq: permanent failure: malformed input
+}
