@@ -149,14 +149,17 @@ func (p *pool) runUnit(u []*job) {
 	}
 }
 
-// call runs the middleware-wrapped handler, turning a panic into a *PanicError.
+// call runs the middleware-wrapped handler, turning a panic in middleware into a *PanicError.
 func (p *pool) call(j *job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
+	defer recoverPanic(&err)
 	return p.w.work(j.ctx, j.d)
+}
+
+// recoverPanic, deferred, turns a panic into a *PanicError with the stack, stored in *err.
+func recoverPanic(err *error) {
+	if v := recover(); v != nil {
+		*err = &PanicError{Value: v, Stack: debug.Stack()}
+	}
 }
 
 // settle applies the handler's result to j. It reports whether the task went back to pending, in

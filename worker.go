@@ -89,7 +89,10 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		return nil, fmt.Errorf("%w: negative ShutdownTimeout, RecoverInterval or PollWait", ErrInvalid)
 	}
 	codec := q.codec
-	work := WorkFunc(func(ctx context.Context, d *Delivery) error {
+	// The handler's panics are recovered here, innermost, so middleware sees them as errors; the
+	// pool recovers again around the middleware.
+	work := WorkFunc(func(ctx context.Context, d *Delivery) (err error) {
+		defer recoverPanic(&err)
 		var v T
 		if err := codec.Unmarshal(d.Payload, &v); err != nil {
 			return Permanent(err)
@@ -169,4 +172,42 @@ func (w *Worker) Run(ctx context.Context) error {
 	close(acks) // every handler has ended: no more acks come
 	stopLoops()
 	return errors.Join(err, loops.Wait())
+}
+
+// RunOnce runs the tasks that are ready now, at most Concurrency+Prefetch of them, with up to
+// Concurrency handlers at once, settles them and returns how many it ran. It does not wait for
+// work and runs no recovery; leases are extended while handlers run. It suits tests, and jobs run
+// from a scheduler. It fails if the worker is running, or with the fetch's error.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	if !w.running.CompareAndSwap(false, true) {
+		return 0, errors.New("srq: worker is already running")
+	}
+	defer w.running.Store(false)
+
+	capacity := w.cfg.Concurrency + w.cfg.Prefetch
+	ds, err := w.eng.Fetch(ctx, w.consumer, capacity, w.cfg.Lease)
+	if err != nil {
+		return 0, err
+	}
+	base := context.WithoutCancel(ctx)
+	loopCtx, stopLoops := context.WithCancel(base)
+	defer stopLoops()
+	p := &pool{w: w, slots: make(chan struct{}, capacity), acks: make(chan *job, capacity), stopping: ctx.Done()}
+	units := make(chan []*job, capacity)
+	for _, u := range p.group(ds, ctx) {
+		units <- u
+	}
+	close(units)
+
+	var loops errgroup.Group
+	loops.Go(func() error { return p.ackLoop(base) })
+	loops.Go(func() error { return p.extendLoop(loopCtx) })
+	var handlers errgroup.Group
+	for i := 0; i < w.cfg.Concurrency; i++ {
+		handlers.Go(func() error { return p.handleLoop(units) })
+	}
+	err = handlers.Wait()
+	close(p.acks)
+	stopLoops()
+	return len(ds), errors.Join(err, loops.Wait())
 }

@@ -1,0 +1,83 @@
+package srqtest_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/srqtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestProcessOutcomes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		err   error
+		opts  *srq.PublishOpts
+		check func(t *testing.T, o srqtest.Outcome)
+	}{
+		{"ack", nil, nil, func(t *testing.T, o srqtest.Outcome) {
+			if !o.Acked || o.Err != nil {
+				t.Fatalf("%+v", o)
+			}
+		}},
+		{"retry with the policy", errors.New("boom"), nil, func(t *testing.T, o srqtest.Outcome) {
+			if !o.Retried || o.Attempts != 1 || o.LastError != "boom" || time.Until(o.RetryAt) < 30*time.Minute {
+				t.Fatalf("%+v", o)
+			}
+		}},
+		{"reject with delay on an ordered partition", srq.RejectWithDelay(time.Hour, errors.New("429")),
+			&srq.PublishOpts{Partition: "u", Ordered: true}, func(t *testing.T, o srqtest.Outcome) {
+				if !o.Retried || time.Until(o.RetryAt) < 59*time.Minute {
+					t.Fatalf("%+v", o)
+				}
+			}},
+		{"permanent", srq.Permanent(errors.New("bad")), nil, func(t *testing.T, o srqtest.Outcome) {
+			if !o.DeadLettered || o.LastError != "srq: permanent failure: bad" {
+				t.Fatalf("%+v", o)
+			}
+		}},
+		{"last attempt", errors.New("still failing"), &srq.PublishOpts{MaxAttempts: 1}, func(t *testing.T, o srqtest.Outcome) {
+			if !o.DeadLettered || o.Attempts != 1 {
+				t.Fatalf("%+v", o)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return tc.err })
+			o := srqtest.Process[int](t, h, 7, tc.opts, srq.QueueConfig{},
+				srq.WorkerConfig{Logger: quiet, Retry: func(int, error) time.Duration { return time.Hour }})
+			tc.check(t, o)
+		})
+	}
+}
+
+func TestProcessRecoversPanics(t *testing.T) {
+	t.Parallel()
+	h := srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { panic("oops") })
+	o := srqtest.Process[string](t, h, "x", nil, srq.QueueConfig{}, srq.WorkerConfig{Logger: quiet})
+	var pe *srq.PanicError
+	if !errors.As(o.Err, &pe) || pe.Value != "oops" || len(pe.Stack) == 0 || !o.Retried {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestNewRedis(t *testing.T) {
+	t.Parallel()
+	c := srqtest.NewRedis(t)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
