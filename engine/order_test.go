@@ -148,6 +148,13 @@ func TestOrderedPartitionKeepsPublishOrder(t *testing.T) {
 					t.Fatalf("reject %d: %+v", i, r)
 				}
 			}
+			wantTaken := int64(4) // the first item takes the other four back
+			if latestFirst {
+				wantTaken = 0 // each item is the latest of the run still leased
+			}
+			if st := b.stats(); st.Rejected != 5 || st.TakenBack != wantTaken {
+				t.Fatalf("rejected %d, taken back %d; want 5, %d", st.Rejected, st.TakenBack, wantTaken)
+			}
 			for _, d := range run {
 				if ti, _ := b.eng.Task(b.ctx, d.ID); ti.Attempts != 1 || ti.LastError != "try again" {
 					t.Fatalf("%s after the reject: %+v", d.ID, ti)

@@ -17,6 +17,9 @@ type Stats struct {
 	// Counters since the queue was created.
 	Published, Duplicates, Acked, Rejected, Recovered int64
 	DeadLettered, Requeued, Purged, Trimmed           int64
+	// TakenBack counts tasks returned because an earlier task of their ordered partition, leased
+	// with them, was rejected.
+	TakenBack int64
 	// ServerTime is the Redis server's clock when the stats were read.
 	ServerTime time.Time
 }
@@ -42,7 +45,7 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	fields := map[string]*int64{
 		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
-		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed,
+		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
 	}
 	for i := 5; i+1 < len(rows); i += 2 {
 		name, err := replyString(rows[i])

@@ -71,6 +71,7 @@ for i = 4, #ARGV, 5 do
       local _, _, blocked = meta(f[2])
       if not blocked or blocked < now + delay then redis.call('HSET', k_meta(f[2]), 'b', now + delay) end
     end
+    rejected = rejected + 1
     res[#res + 1] = OK
   elseif f[1] ~= token then
     res[#res + 1] = STALE
@@ -90,7 +91,7 @@ for i = 4, #ARGV, 5 do
       back(id, kt, p, now, delay)
       rejected = rejected + 1
       res[#res + 1] = OK
-      if is_ordered(p) then rejected = rejected + take_back_later(id, kt, p, now) end
+      if is_ordered(p) then stat('taken_back', take_back_later(id, kt, p, now)) end
     end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
   end

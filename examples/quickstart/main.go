@@ -1,6 +1,7 @@
-// Command quickstart shows srq's engine end to end: per-user ordered events and plain jobs, one
-// shared pool of workers, a retry and a dead letter. It runs on an embedded Redis unless REDIS_URL
-// names a real one, and ends by itself with a summary.
+// Command quickstart shows srq end to end: per-user events in ordered partitions and plain jobs
+// share one pool of workers; a failed event is retried without breaking its user's order; a job
+// that keeps failing ends in the dead letters. It runs on an embedded Redis unless REDIS_URL names
+// a real one, and ends by itself with a summary.
 //
 //	go run ./examples/quickstart
 package main
@@ -9,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -19,9 +22,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/srqueue/srq/engine"
-	"github.com/srqueue/srq/partition"
+	"github.com/srqueue/srq"
 )
+
+// Work is the payload of every task in this example: a user's event, or a plain job.
+type Work struct {
+	User string // empty for plain jobs
+	Seq  int
+	Job  string
+}
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -56,100 +65,71 @@ func connect() (redis.UniversalClient, string, func(), error) {
 }
 
 func run(ctx context.Context, client redis.UniversalClient) error {
-	queue := fmt.Sprintf("quickstart-%d", time.Now().UnixNano())
-	eng, err := engine.New(client, engine.Config{Queue: queue})
+	q, err := srq.NewQueue[Work](client, srq.QueueConfig{Name: fmt.Sprintf("quickstart-%d", time.Now().UnixNano())})
 	if err != nil {
 		return err
 	}
 
-	// Three users' events, each user an ordered partition; a few plain jobs in the base partition.
-	var msgs []engine.Message
-	for i := 1; i <= 4; i++ {
+	// Each user's events go to the user's ordered partition; plain jobs to the base partition.
+	var msgs []srq.Message[Work]
+	for seq := 1; seq <= 4; seq++ {
 		for _, user := range []string{"alice", "bob", "carol"} {
-			msgs = append(msgs, engine.Message{
-				ID:          fmt.Sprintf("%s-event-%d", user, i),
-				Partition:   partition.Ordered(user),
-				Payload:     []byte(fmt.Sprintf("%s #%d", user, i)),
-				MaxAttempts: 3,
-			})
+			msgs = append(msgs, srq.Message[Work]{Value: Work{User: user, Seq: seq},
+				Opts: srq.PublishOpts{Partition: user, Ordered: true}})
 		}
 	}
-	for i := 1; i <= 3; i++ {
-		msgs = append(msgs, engine.Message{ID: fmt.Sprintf("job-%d", i), Payload: []byte(fmt.Sprintf("job %d", i))})
+	for _, job := range []string{"resize image", "send digest", "poison"} {
+		msgs = append(msgs, srq.Message[Work]{Value: Work{Job: job}, Opts: srq.PublishOpts{ID: "job: " + job, MaxAttempts: 2}})
 	}
-	msgs = append(msgs, engine.Message{ID: "poison", Payload: []byte("always fails"), MaxAttempts: 2})
-	if _, err := eng.Publish(ctx, msgs); err != nil {
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
 		return err
 	}
 	fmt.Printf("published %d tasks\n", len(msgs))
 
 	var (
-		mu       sync.Mutex
-		seen     = map[string][]string{}
-		retried  bool
-		finished int
+		mu      sync.Mutex
+		events  = map[string][]string{}
+		jobs    []string
+		retries []string
 	)
-	// handle is the business logic: bob's second event fails once (a retry), "poison" always fails.
-	handle := func(d engine.Delivery) error {
+	handler := srq.HandlerFunc[Work](func(ctx context.Context, t *srq.Task[Work]) error {
+		w := t.Value
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
-		case d.ID == "bob-event-2" && d.Attempt == 1:
-			retried = true
-			return errors.New("downstream timeout")
-		case d.ID == "poison":
+		case w.User == "bob" && w.Seq == 2 && t.Attempt == 1:
+			// A flaky downstream: bob's partition waits, his later events stay behind this one.
+			retries = append(retries, fmt.Sprintf("bob #2 (attempt %d)", t.Attempt))
+			return srq.RejectWithDelay(100*time.Millisecond, errors.New("downstream timeout"))
+		case w.Job == "poison":
 			return errors.New("cannot parse payload")
+		case w.User != "":
+			events[w.User] = append(events[w.User], fmt.Sprintf("#%d", w.Seq))
+		default:
+			jobs = append(jobs, w.Job)
 		}
-		seen[d.Partition.Name()] = append(seen[d.Partition.Name()], string(d.Payload))
 		return nil
+	})
+	w, err := srq.NewWorker(q, handler, srq.WorkerConfig{
+		Concurrency: 8,
+		Retry:       srq.ExponentialBackoff(50*time.Millisecond, time.Second),
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
 	}
+	runCtx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx) }()
 
-	// Four workers share one pool: each fetches a few tasks, handles them in order and settles them.
-	work, stopWork := context.WithCancel(ctx)
-	defer stopWork()
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			consumer := fmt.Sprintf("worker-%d", w)
-			for work.Err() == nil {
-				ds, err := eng.FetchWait(work, consumer, 3, 10*time.Second, 200*time.Millisecond)
-				if err != nil {
-					return
-				}
-				handedBack := map[partition.Key]bool{}
-				for _, d := range ds {
-					if handedBack[d.Partition] {
-						continue // went back with an earlier failed task of its ordered partition
-					}
-					mu.Lock()
-					herr := handle(d)
-					mu.Unlock()
-					if herr == nil {
-						if _, err := eng.Ack(work, []engine.Receipt{d.Receipt()}); err != nil {
-							return
-						}
-						continue
-					}
-					// A failed ordered task goes back, and the engine takes back the later tasks of its
-					// partition fetched with it, so none of them overtakes it.
-					back := []engine.Rejection{{Receipt: d.Receipt(), Delay: 50 * time.Millisecond, Reason: herr.Error()}}
-					if _, err := eng.Reject(work, back); err != nil {
-						return
-					}
-					handedBack[d.Partition] = d.Partition.IsOrdered()
-				}
-			}
-		}()
-	}
-
-	// Wait until everything is settled: nothing pending or leased.
+	// Wait until nothing is pending or leased, then stop the worker gracefully.
 	for {
-		st, err := eng.Stats(ctx)
+		st, err := q.Engine().Stats(ctx)
 		if err != nil {
 			return err
 		}
 		if st.Pending == 0 && st.InFlight == 0 {
-			finished = int(st.Acked)
 			break
 		}
 		select {
@@ -158,36 +138,40 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	stopWork()
-	wg.Wait()
+	stopWorker()
+	if err := <-ran; err != nil {
+		return err
+	}
 
-	users := make([]string, 0, len(seen))
-	for u := range seen {
+	users := make([]string, 0, len(events))
+	for u := range events {
 		users = append(users, u)
 	}
 	sort.Strings(users)
-	fmt.Println("order per user (kept, even with bob's retry):")
+	fmt.Println("events per user, in order:")
 	for _, u := range users {
-		if u == "" {
-			fmt.Printf("  plain jobs: %s\n", strings.Join(seen[u], ", "))
-			continue
-		}
-		fmt.Printf("  %s: %s\n", u, strings.Join(seen[u], ", "))
+		fmt.Printf("  %-6s %s\n", u, strings.Join(events[u], " "))
 	}
-	fmt.Println("retried bob #2 after a failure:", retried)
-	page, err := eng.DeadLetters(ctx, 0, 10)
+	sort.Strings(jobs)
+	fmt.Println("plain jobs done:", strings.Join(jobs, ", "))
+	fmt.Println("retried:", strings.Join(retries, ", "))
+	page, err := q.Engine().DeadLetters(ctx, 0, 10)
 	if err != nil {
 		return err
 	}
 	for _, d := range page.Letters {
 		fmt.Printf("dead letter: %s after %d attempts: %s\n", d.ID, d.Attempts, d.LastError)
 	}
-	fmt.Printf("summary: %d acked, %d dead-lettered\n", finished, page.Total)
-
-	// Leave nothing behind on a real server: purge the dead letter and the queue's counters.
-	if _, err := eng.PurgeAll(ctx); err != nil {
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
 		return err
 	}
-	k := eng.Keys()
+	fmt.Printf("summary: %d published, %d acked, %d dead-lettered\n", st.Published, st.Acked, st.DeadLettered)
+
+	// Leave nothing behind on a real server: purge the dead letter and the queue's counters.
+	if _, err := q.Engine().PurgeAll(ctx); err != nil {
+		return err
+	}
+	k := q.Engine().Keys()
 	return client.Del(ctx, k.Stats(), k.Seq(), k.Wake(), k.Dedup()).Err()
 }
