@@ -17,7 +17,7 @@ local acked = 0
 for i = 3, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'k', 'p')
+  local f = redis.call('HMGET', kt, 'k', 'p', 'l')
   if not f[2] then
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= token then
@@ -26,7 +26,8 @@ for i = 3, #ARGV, 2 do
     local p = f[2]
     redis.call('DEL', kt)
     redis.call('ZREM', K_INFLIGHT, id)
-    if redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
+    -- Only a task fetched from an ordered or limited partition is in its partition's held set.
+    if f[3] and redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
       seen[p] = true
       parts[#parts + 1] = p
     end

@@ -30,43 +30,81 @@ end
 local out = {now, deadline, 0}
 local taken = 0
 
-local function take(p, member, level, track)
-  local kp = k_pending(p, level)
+-- take leases the task member of level (pending set kp) of partition p and returns the score of
+-- the level's next task, nil when the level emptied.
+local function take(p, member, level, kp, track)
   redis.call('ZREM', kp, member)
-  if redis.call('EXISTS', kp) == 0 then redis.call('ZREM', k_levels(p), level) end
+  local next_head = redis.call('ZRANGE', kp, 0, 0, 'WITHSCORES')
+  if not next_head[2] then redis.call('ZREM', k_levels(p), level) end
   local id = string.sub(member, 21)
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
   local attempt = (tonumber(f[1]) or 0) + 1
   local token = next_seq()
-  redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
+  if track then
+    redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i', 'l', 1)
+    redis.call('SADD', k_held(p), id)
+  else
+    redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
+  end
   redis.call('ZADD', K_INFLIGHT, deadline, id)
-  if track then redis.call('SADD', k_held(p), id) end
   taken = taken + 1
   out[#out + 1] = {id, token, p, level, attempt, tonumber(f[2]) or 0, tonumber(f[3]) or 0,
     tonumber(f[4]) or 0, f[5] or '', f[6] or '', tonumber(f[7]) or 0, f[8] or ''}
+  return tonumber(next_head[2])
 end
 
--- Each turn either leases a task or moves a partition out of the head of ready, so the loop is
--- bounded by n plus the stale entries it meets; the cap only guards against a bug.
+-- pick_in is pick with the partition's levels (highest first) already read.
+local function pick_in(p, levels, now)
+  for i = 1, #levels do
+    local kp = k_pending(p, levels[i])
+    local head = redis.call('ZRANGE', kp, 0, 0, 'WITHSCORES')
+    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i], kp end
+  end
+  return nil
+end
+
+-- Round-robin: read the next partitions of ready in one call, serve each one task, and send each
+-- behind all others (or out of ready); repeat while tasks are wanted and partitions are ready.
+-- Every turn leases a task or takes a partition out of ready, so the loop is bounded by n plus the
+-- stale entries it meets; the cap only guards against a bug.
 local held = {}
-for _ = 1, 2 * n + 64 do
-  if taken >= n then break end
-  local head = redis.call('ZRANGE', K_READY, 0, 0)
-  local p = head[1]
-  if not p then break end
-  local paused, limit, blocked = meta(p)
-  if paused or (blocked and blocked > now) or is_held(p, limit) then
-    place(p, now)
-  else
-    local member, level = pick(p, now)
-    redis.call('ZREM', K_READY, p)
-    if member then
-      local ordered = is_ordered(p)
-      take(p, member, level, ordered or limit)
-      if ordered then held[#held + 1] = p end
+local turns = 0
+while taken < n and turns < 2 * n + 64 do
+  local heads = redis.call('ZRANGE', K_READY, 0, n - taken - 1)
+  if #heads == 0 then break end
+  for i = 1, #heads do
+    if taken >= n then break end
+    turns = turns + 1
+    local p = heads[i]
+    local paused, limit, blocked = meta(p)
+    if paused or (blocked and blocked > now) or is_held(p, limit) then
+      place(p, now)
+    else
+      local levels = redis.call('ZREVRANGE', k_levels(p), 0, -1)
+      local member, level, kp = pick_in(p, levels, now)
+      if not member then
+        redis.call('ZREM', K_READY, p)
+        place(p, now)
+      elseif is_ordered(p) then
+        take(p, member, level, kp, true)
+        redis.call('ZREM', K_READY, p) -- held by this consumer until its leased tasks end
+        held[#held + 1] = p
+      else
+        local next_score = take(p, member, level, kp, limit)
+        local e
+        if #levels == 1 then e = next_score else e = earliest(p) end
+        if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
+        if not e then
+          redis.call('ZREM', K_READY, p)
+        elseif e <= now then
+          ready_push(p)
+        else
+          redis.call('ZREM', K_READY, p)
+          schedule(p, e)
+        end
+      end
     end
-    if not (member and is_ordered(p)) then place(p, now) end
   end
 end
 
@@ -76,7 +114,7 @@ for i = 1, #held do
   while taken < n and run < maxrun do
     local member, level = pick(p, now)
     if not member then break end
-    take(p, member, level, true)
+    take(p, member, level, k_pending(p, level), true)
     run = run + 1
   end
 end

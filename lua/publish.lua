@@ -12,7 +12,7 @@
 
 local now = now_ms()
 local window = tonumber(ARGV[2])
-local res, parts, seen = {}, {}, {}
+local res, parts, seen, levels_seen = {}, {}, {}, {}
 local added, available = 0, {}
 
 for i = 3, #ARGV, 8 do
@@ -29,10 +29,14 @@ for i = 3, #ARGV, 8 do
     local t = tonumber(ARGV[i + 4])
     if t <= 0 then t = now + tonumber(ARGV[i + 3]) end
     local s = next_seq()
-    redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 'r', level, 's', s, 't', t, 'c', now, 'S', 'p')
-    if ARGV[i + 5] ~= '0' then redis.call('HSET', kt, 'm', ARGV[i + 5]) end
-    if ARGV[i + 6] ~= '' then redis.call('HSET', kt, 'h', ARGV[i + 6]) end
-    pend(id, kt, p, level, s, t)
+    local fields = {'d', ARGV[i + 7], 'p', p, 'r', level, 's', s, 't', t, 'c', now, 'S', 'p'}
+    if ARGV[i + 5] ~= '0' then fields[#fields + 1] = 'm'; fields[#fields + 1] = ARGV[i + 5] end
+    if ARGV[i + 6] ~= '' then fields[#fields + 1] = 'h'; fields[#fields + 1] = ARGV[i + 6] end
+    redis.call('HSET', kt, unpack(fields))
+    redis.call('ZADD', k_pending(p, level), t, s .. id)
+    -- The partition's level set is written once per level a batch uses.
+    local pl = level .. ':' .. p
+    if not levels_seen[pl] then levels_seen[pl] = true; redis.call('ZADD', k_levels(p), level, level) end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     if t <= now then available[p] = (available[p] or 0) + 1 end
     added = added + 1

@@ -65,7 +65,8 @@ local function stat(field, n)
   if n ~= 0 then redis.call('HINCRBY', K_STATS, field, n) end
 end
 
--- ready_push appends p to the round-robin order: behind every partition already waiting.
+-- ready_push appends p to the round-robin order, behind every partition already waiting; for a p
+-- already in ready, ZADD moves it there.
 local ready_tail
 local function ready_push(p)
   if not ready_tail then
@@ -114,10 +115,18 @@ local function pick(p, now)
   return nil
 end
 
+-- schedule puts p in sched at time e. Sleepers wait until the earliest due time they know of; one
+-- that is now earlier wakes one of them to wait for the new time instead.
+local wakes = 0
+local function schedule(p, e)
+  local head = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if not head[2] or e < tonumber(head[2]) then wakes = wakes + 1 end
+  redis.call('ZADD', K_SCHED, e, p)
+end
+
 -- place puts p where its state says it belongs: in ready (keeping its turn if already there), in
 -- sched at the time it can next yield work, or in neither (empty, paused or held). Every script
 -- that changes a partition ends by placing it. Counts the partitions that became ready, for wake-ups.
-local wakes = 0
 local function place(p, now)
   local paused, limit, blocked = meta(p)
   local e
@@ -137,11 +146,7 @@ local function place(p, now)
     end
   else
     redis.call('ZREM', K_READY, p)
-    -- Sleepers wait until the earliest due time they know of; one that is now earlier wakes one
-    -- of them to wait for the new time instead.
-    local head = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
-    if not head[2] or e < tonumber(head[2]) then wakes = wakes + 1 end
-    redis.call('ZADD', K_SCHED, e, p)
+    schedule(p, e)
   end
 end
 
@@ -155,7 +160,7 @@ end
 local function unlease(id, kt, p)
   redis.call('ZREM', K_INFLIGHT, id)
   redis.call('SREM', k_held(p), id)
-  redis.call('HDEL', kt, 'k', 'w')
+  redis.call('HDEL', kt, 'k', 'w', 'l')
 end
 
 -- back returns an unleased task to pending: an ordered task to its exact position, with its
