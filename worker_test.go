@@ -9,12 +9,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/redistest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -237,4 +239,51 @@ func TestLostLeaseCancelsHandler(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler's context did not end when its lease was lost")
 	}
+}
+
+// TestHandlerContextEndsWithTheLease: when leases cannot be extended (Redis stops answering), the
+// handler's context ends at the lease deadline, not later.
+func TestHandlerContextEndsWithTheLease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("needs a redis-server process to stop")
+	}
+	ctx := testCtx(t)
+	c := srv.Client(t)
+	q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: "lease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Publish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 400 * time.Millisecond
+	started := make(chan time.Time, 1)
+	ended := make(chan error, 1)
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		started <- time.Now()
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		return ctx.Err()
+	}), srq.WorkerConfig{Lease: lease, Logger: quiet, ShutdownTimeout: time.Second})
+	stop := runWorker(t, w)
+	begin := <-started
+	if err := srv.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Signal(syscall.SIGCONT) }()
+	select {
+	case cause := <-ended:
+		if !errors.Is(cause, srq.ErrLeaseLost) {
+			t.Fatalf("cause %v", cause)
+		}
+		if late := time.Since(begin) - lease; late > time.Second {
+			t.Fatalf("context ended %v after the lease", late)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context outlived its lease")
+	}
+	_ = srv.Signal(syscall.SIGCONT)
+	stop()
 }

@@ -155,6 +155,15 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// Signal sends sig to the redis-server process (KindProcess only): SIGSTOP and SIGCONT to make it
+// unresponsive and back, SIGKILL to crash it.
+func (s *Server) Signal(sig os.Signal) error {
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: %s server has no process to signal", s.Kind)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // Stop ends the server and removes its directory. Safe to call twice.
 func (s *Server) Stop() {
 	switch {
