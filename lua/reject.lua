@@ -33,8 +33,8 @@ local function later(a1, a2, a3, b1, b2, b3)
   return a3 > b3
 end
 
--- took holds the ids take_back_later returned in this call: a later item of the same call that
--- names one of them finds it pending already.
+-- took maps the ids take_back_later returned in this call to the token their lease had: a later
+-- item of the same call that names one of them with that token finds it pending already.
 local took = {}
 
 -- take_back_later returns the leased tasks of ordered partition p that come after task id.
@@ -46,10 +46,11 @@ local function take_back_later(id, kt, p, now)
     local other = k_task(held[i])
     local o1, o2, o3 = order_key(other)
     if later(o1, o2, o3, r1, r2, r3) then
+      local token = redis.call('HGET', other, 'k')
       unlease(held[i], other, p)
       redis.call('HINCRBY', other, 'a', -1)
       back(held[i], other, p, now, 0)
-      took[held[i]] = true
+      took[held[i]] = token
       n = n + 1
     end
   end
@@ -62,17 +63,32 @@ for i = 4, #ARGV, 5 do
   local f = redis.call('HMGET', kt, 'k', 'p', 'a', 'm')
   if not f[2] then
     res[#res + 1] = NOTFOUND
-  elseif took[id] then
-    -- Taken back by an earlier item of this call: it is pending already, in its position. Keep
-    -- this item's reason, attempt and delay; its attempts are checked at its next settle.
+  elseif took[id] == token then
+    -- Taken back by an earlier item of this call: it is pending already, in its position. Apply
+    -- this item's reason, attempt and delay, once.
+    took[id] = nil
+    local p = f[2]
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
-    if counts ~= '0' then redis.call('HINCRBY', kt, 'a', 1) end
-    if delay > 0 then
-      local _, _, blocked = meta(f[2])
-      if not blocked or blocked < now + delay then redis.call('HSET', k_meta(f[2]), 'b', now + delay) end
+    local attempts, max = tonumber(f[3]) or 0, tonumber(f[4]) or 0
+    if counts ~= '0' then
+      attempts = redis.call('HINCRBY', kt, 'a', 1)
     end
-    rejected = rejected + 1
-    res[#res + 1] = OK
+    if max > 0 and attempts >= max then
+      local g = redis.call('HMGET', kt, 'r', 's')
+      local kp = k_pending(p, g[1])
+      redis.call('ZREM', kp, g[2] .. id)
+      if redis.call('EXISTS', kp) == 0 then redis.call('ZREM', k_levels(p), g[1]) end
+      stat('pending', -1)
+      bury(id, kt, reason, now, maxcount, maxage)
+      res[#res + 1] = DEAD
+    else
+      if delay > 0 then
+        local _, _, blocked = meta(p)
+        if not blocked or blocked < now + delay then redis.call('HSET', k_meta(p), 'b', now + delay) end
+      end
+      rejected = rejected + 1
+      res[#res + 1] = OK
+    end
   elseif f[1] ~= token then
     res[#res + 1] = STALE
   else
