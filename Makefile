@@ -12,11 +12,11 @@ test-race:
 
 # Benchmarks: compare ratios inside one run; state the machine with every figure.
 bench:
-	$(GO) test ./engine -run '^$$' -bench . -benchtime 20000x
+	$(GO) test ./bench ./engine -run '^$$' -bench . -benchtime 20000x
 
 # Short fuzz runs of every fuzz target.
 fuzz:
-	@for pkg in ./partition ./engine; do \
+	@for pkg in ./partition ./engine ./codec; do \
 	  for f in $$($(GO) test $$pkg -list 'Fuzz.*' | grep ^Fuzz); do \
 	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \
