@@ -30,10 +30,12 @@ var (
 
 // RejectError is a handler error that returns the task to its queue: an unordered task becomes
 // available again after Delay; an ordered task keeps its place and its whole partition waits
-// Delay. Build it with Reject or RejectWithDelay.
+// Delay. Build it with Reject, RejectWithDelay or Snooze.
 type RejectError struct {
 	Delay time.Duration
 	Err   error
+	// NotAttempt makes this delivery not count as an attempt (Snooze).
+	NotAttempt bool
 }
 
 // Reject returns an error that hands the task back to be tried again now. It counts as an attempt.
@@ -46,7 +48,17 @@ func RejectWithDelay(d time.Duration, err error) error {
 	return &RejectError{Delay: max(d, 0), Err: err}
 }
 
+// Snooze returns an error that hands the task back for d without counting this delivery as an
+// attempt: for waits that are not failures, such as a rate limit. An ordered partition waits d.
+// A negative d is taken as 0.
+func Snooze(d time.Duration) error {
+	return &RejectError{Delay: max(d, 0), NotAttempt: true}
+}
+
 func (e *RejectError) Error() string {
+	if e.NotAttempt && e.Err == nil {
+		return fmt.Sprintf("srq: snoozed for %v", e.Delay)
+	}
 	if e.Err == nil {
 		return fmt.Sprintf("srq: rejected, retry after %v", e.Delay)
 	}

@@ -188,7 +188,10 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		p.release(j)
 		return false
 	case errors.As(err, &rej):
-		r.Delay = rej.Delay
+		r.Delay, r.NotAttempt = rej.Delay, rej.NotAttempt
+		if rej.Err == nil {
+			r.Reason = "" // a plain snooze is no failure: the last error stays as it was
+		}
 	default:
 		r.Delay = w.cfg.Retry(j.d.Attempt, err)
 	}

@@ -42,6 +42,11 @@ func TestProcessOutcomes(t *testing.T) {
 					t.Fatalf("%+v", o)
 				}
 			}},
+		{"snooze does not use an attempt", srq.Snooze(time.Hour), &srq.PublishOpts{MaxAttempts: 1}, func(t *testing.T, o srqtest.Outcome) {
+			if !o.Retried || o.Attempts != 0 || time.Until(o.RetryAt) < 59*time.Minute {
+				t.Fatalf("%+v", o)
+			}
+		}},
 		{"permanent", srq.Permanent(errors.New("bad")), nil, func(t *testing.T, o srqtest.Outcome) {
 			if !o.DeadLettered || o.LastError != "srq: permanent failure: bad" {
 				t.Fatalf("%+v", o)
