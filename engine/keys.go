@@ -91,6 +91,10 @@ func (k Keys) Pending(p partition.Key, priority int) string {
 // Held is the SET of leased task ids of partition p, kept for ordered and limited partitions.
 func (k Keys) Held(p partition.Key) string { return k.base + "l:" + string(p) }
 
+// RateLimit is the STRING holding the state (theoretical arrival time, ms) of the rate limit called
+// name; it expires once that state no longer matters.
+func (k Keys) RateLimit(name string) string { return k.base + "rl:" + name }
+
 // scriptKeys are the KEYS every script gets, in the order lua/includes/common.lua expects.
 func (k Keys) scriptKeys() []string {
 	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup()}

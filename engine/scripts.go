@@ -56,6 +56,7 @@ var (
 	scriptSetLimit  = mustScript("set_limit")
 	scriptStats     = mustScript("stats")
 	scriptTask      = mustScript("task")
+	scriptRateLimit = mustScript("ratelimit")
 )
 
 // LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster). Calling
