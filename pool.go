@@ -188,9 +188,11 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		p.release(j)
 		return false
 	case errors.As(err, &rej):
-		r.Delay, r.NotAttempt = rej.Delay, rej.NotAttempt
-		if rej.Err == nil {
-			r.Reason = "" // a plain snooze is no failure: the last error stays as it was
+		// The reason kept is the handler's own error; a plain snooze is no failure, so the
+		// last error stays as it was.
+		r.Delay, r.NotAttempt, r.Reason = rej.Delay, rej.NotAttempt, ""
+		if rej.Err != nil {
+			r.Reason = rej.Err.Error()
 		}
 	default:
 		r.Delay = w.cfg.Retry(j.d.Attempt, err)

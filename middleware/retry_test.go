@@ -1,0 +1,101 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/middleware"
+	"github.com/srqueue/srq/srqtest"
+)
+
+func exact() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.Multiplier, b.RandomizationFactor, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 3, 0, 2*time.Second, 0
+	b.Reset()
+	return b
+}
+
+func run(mw srq.Middleware, attempt int, enqueued time.Time, err error) error {
+	d := &srq.Delivery{Delivery: engine.Delivery{ID: "t", Attempt: attempt, EnqueuedAt: enqueued}}
+	return mw(func(context.Context, *srq.Delivery) error { return err })(context.Background(), d)
+}
+
+func TestRetryDelaysFollowThePolicy(t *testing.T) {
+	t.Parallel()
+	mw := middleware.Retry(middleware.RetryConfig{Policy: exact})
+	boom := errors.New("boom")
+	for attempt, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 300 * time.Millisecond,
+		3: 900 * time.Millisecond, 4: 2 * time.Second, 9: 2 * time.Second} {
+		var rej *srq.RejectError
+		err := run(mw, attempt, time.Now(), boom)
+		if !errors.As(err, &rej) || rej.Delay != want || !errors.Is(err, boom) || rej.NotAttempt {
+			t.Errorf("attempt %d: %v, want a reject after %v wrapping the error", attempt, err, want)
+		}
+	}
+	// The default policy jitters ±50% around 1s, 2s, 4s, ...
+	def := middleware.Retry(middleware.RetryConfig{})
+	for attempt, base := range map[int]time.Duration{1: time.Second, 3: 4 * time.Second} {
+		var rej *srq.RejectError
+		if err := run(def, attempt, time.Now(), boom); !errors.As(err, &rej) || rej.Delay < base/2 || rej.Delay > base*3/2 {
+			t.Errorf("default policy, attempt %d: %v", attempt, err)
+		}
+	}
+}
+
+func TestRetryLeavesDecisionsAlone(t *testing.T) {
+	t.Parallel()
+	mw := middleware.Retry(middleware.RetryConfig{Policy: exact})
+	for _, err := range []error{nil, srq.Permanent(errors.New("x")), srq.RejectWithDelay(time.Hour, nil), srq.Snooze(time.Minute)} {
+		if got := run(mw, 1, time.Now(), err); got != err {
+			t.Errorf("%v became %v", err, got)
+		}
+	}
+}
+
+func TestRetryGivesUp(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	var perm *srq.PermanentError
+	notRetryable := middleware.Retry(middleware.RetryConfig{Retryable: func(err error) bool { return !errors.Is(err, boom) }})
+	if err := run(notRetryable, 1, time.Now(), boom); !errors.As(err, &perm) || !errors.Is(err, boom) {
+		t.Errorf("not retryable: %v", err)
+	}
+	stops := middleware.Retry(middleware.RetryConfig{Policy: func() backoff.BackOff {
+		return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Second), 2)
+	}})
+	if err := run(stops, 2, time.Now(), boom); errors.As(err, &perm) {
+		t.Errorf("attempt 2 of 2 retries: %v", err)
+	}
+	if err := run(stops, 3, time.Now(), boom); !errors.As(err, &perm) {
+		t.Errorf("policy stopped: %v", err)
+	}
+	elapsed := middleware.Retry(middleware.RetryConfig{Policy: exact, MaxElapsedTime: time.Hour})
+	if err := run(elapsed, 1, time.Now().Add(-59*time.Minute), boom); errors.As(err, &perm) {
+		t.Errorf("within the time: %v", err)
+	}
+	if err := run(elapsed, 1, time.Now().Add(-time.Hour), boom); !errors.As(err, &perm) {
+		t.Errorf("time used up: %v", err)
+	}
+}
+
+// TestRetryInAWorker: through a real worker and Redis, a failing task is handed back with the
+// policy's delay and keeps its attempt count.
+func TestRetryInAWorker(t *testing.T) {
+	t.Parallel()
+	h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return errors.New("flaky") })
+	before := time.Now()
+	o := srqtest.Process[int](t, h, 1, nil, srq.QueueConfig{},
+		srq.WorkerConfig{Logger: quiet, Middleware: []srq.Middleware{middleware.Retry(middleware.RetryConfig{Policy: exact})}})
+	if !o.Retried || o.Attempts != 1 || o.LastError != "flaky" {
+		t.Fatalf("%+v", o)
+	}
+	if d := o.RetryAt.Sub(before); d < 100*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("retry at +%v, want about 100ms", d)
+	}
+}

@@ -1,0 +1,21 @@
+package middleware
+
+import (
+	"context"
+	"time"
+
+	"github.com/srqueue/srq"
+)
+
+// Timeout ends the handler's context after d (cause context.DeadlineExceeded). The context also
+// ends, earlier, when the task's lease is lost. A handler that returns because of the timeout
+// returns an ordinary error, which Retry (placed outside Timeout) retries.
+func Timeout(d time.Duration) srq.Middleware {
+	return func(next srq.WorkFunc) srq.WorkFunc {
+		return func(ctx context.Context, dl *srq.Delivery) error {
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, dl)
+		}
+	}
+}
