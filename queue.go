@@ -39,7 +39,24 @@ type QueueConfig struct {
 	CrashIsNotAttempt bool
 	// MaxPayloadBytes is the largest encoded payload Publish accepts. Default 4 MiB.
 	MaxPayloadBytes int
+	// PublishMiddleware wraps every publish of the queue, first outermost: tracing and metrics of
+	// the producer side (package middleware).
+	PublishMiddleware []PublishMiddleware
 }
+
+// Publishing is one publish call as publish middleware sees it: encoded messages, before they go
+// to Redis. Middleware may change the messages, such as adding headers; a message's Headers map
+// may be shared with the caller, so replace it rather than write to it.
+type Publishing struct {
+	Queue    string
+	Messages []engine.Message
+}
+
+// PublishFunc publishes; it is what publish middleware wraps.
+type PublishFunc func(ctx context.Context, p *Publishing) ([]PublishResult, error)
+
+// PublishMiddleware wraps a PublishFunc.
+type PublishMiddleware func(next PublishFunc) PublishFunc
 
 // Queue publishes values of type T to one queue. It is safe for concurrent use.
 type Queue[T any] struct {
@@ -47,6 +64,7 @@ type Queue[T any] struct {
 	codec       codec.Codec
 	name        string
 	maxAttempts int
+	publish     PublishFunc
 }
 
 // NewQueue returns the queue cfg.Name on client (single node, Sentinel or Cluster). It does not
@@ -64,8 +82,14 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 	if maxAttempts < 0 {
 		maxAttempts = 0 // the engine's "no limit"
 	}
+	publish := PublishFunc(func(ctx context.Context, p *Publishing) ([]PublishResult, error) {
+		return eng.Publish(ctx, p.Messages)
+	})
+	for i := len(cfg.PublishMiddleware) - 1; i >= 0; i-- {
+		publish = cfg.PublishMiddleware[i](publish)
+	}
 	return &Queue[T]{eng: eng, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
-		maxAttempts: maxAttempts}, nil
+		maxAttempts: maxAttempts, publish: publish}, nil
 }
 
 // Name returns the queue's name.
@@ -145,5 +169,5 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]Publi
 		ems[i] = engine.Message{ID: m.Opts.ID, Partition: key, Priority: m.Opts.Priority, Delay: m.Opts.Delay,
 			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload}
 	}
-	return q.eng.Publish(ctx, ems)
+	return q.publish(ctx, &Publishing{Queue: q.name, Messages: ems})
 }

@@ -1,0 +1,131 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/srqueue/srq"
+)
+
+// instrumentationName names srq's tracer and meter.
+const instrumentationName = "github.com/srqueue/srq"
+
+// OTelConfig configures the OpenTelemetry middleware. Zero values mean the global providers and
+// propagator (go.opentelemetry.io/otel).
+type OTelConfig struct {
+	TracerProvider trace.TracerProvider
+	MeterProvider  metricProvider
+	Propagator     propagation.TextMapPropagator
+}
+
+func (c OTelConfig) tracer() trace.Tracer {
+	tp := c.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(instrumentationName)
+}
+
+func (c OTelConfig) propagator() propagation.TextMapPropagator {
+	if c.Propagator != nil {
+		return c.Propagator
+	}
+	return otel.GetTextMapPropagator()
+}
+
+// Attribute keys, after the OpenTelemetry messaging conventions; srq.* for what they lack.
+var (
+	attrSystem    = attribute.String("messaging.system", "srq")
+	keyQueue      = attribute.Key("messaging.destination.name")
+	keyPartition  = attribute.Key("messaging.destination.partition.id")
+	keyOperation  = attribute.Key("messaging.operation.type")
+	keyMessageID  = attribute.Key("messaging.message.id")
+	keyBatchCount = attribute.Key("messaging.batch.message_count")
+	keyAttempt    = attribute.Key("srq.attempt")
+	keyOutcome    = attribute.Key("srq.outcome")
+)
+
+// TracingPublish starts a producer span for every publish ("send <queue>") and injects its
+// context into every message's headers, so the consumer span continues the trace. A publish made
+// inside a handler is a child of the handler's span: workflows show as one trace.
+func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
+	tracer, prop := cfg.tracer(), cfg.propagator()
+	return func(next srq.PublishFunc) srq.PublishFunc {
+		return func(ctx context.Context, p *srq.Publishing) ([]srq.PublishResult, error) {
+			attrs := []attribute.KeyValue{attrSystem, keyQueue.String(p.Queue), keyOperation.String("send")}
+			if len(p.Messages) == 1 {
+				attrs = append(attrs, keyPartition.String(string(p.Messages[0].Partition)))
+			} else {
+				attrs = append(attrs, keyBatchCount.Int(len(p.Messages)))
+			}
+			ctx, span := tracer.Start(ctx, "send "+p.Queue, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+			defer span.End()
+			for i := range p.Messages {
+				h := make(map[string]string, len(p.Messages[i].Headers)+2)
+				maps.Copy(h, p.Messages[i].Headers) // the caller's map stays untouched
+				prop.Inject(ctx, propagation.MapCarrier(h))
+				p.Messages[i].Headers = h
+			}
+			res, err := next(ctx, p)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			} else if len(res) == 1 {
+				span.SetAttributes(keyMessageID.String(res[0].ID))
+			}
+			return res, err
+		}
+	}
+}
+
+// Tracing starts a consumer span for every delivery ("process <queue>"), as a child of the
+// producer span whose context the task's headers carry. The span has the queue, partition, task
+// id and attempt, and the outcome (done, retry, snooze, dead); errors are recorded and set the
+// span's status.
+func Tracing(cfg OTelConfig) srq.Middleware {
+	tracer, prop := cfg.tracer(), cfg.propagator()
+	return func(next srq.WorkFunc) srq.WorkFunc {
+		return func(ctx context.Context, d *srq.Delivery) error {
+			ctx = prop.Extract(ctx, propagation.MapCarrier(d.Headers))
+			ctx, span := tracer.Start(ctx, "process "+d.Queue, trace.WithSpanKind(trace.SpanKindConsumer),
+				trace.WithAttributes(attrSystem, keyQueue.String(d.Queue), keyOperation.String("process"),
+					keyPartition.String(string(d.Partition)), keyMessageID.String(d.ID), keyAttempt.Int(d.Attempt)))
+			defer span.End()
+			err := next(ctx, d)
+			span.SetAttributes(keyOutcome.String(outcome(d, err)))
+			if err != nil {
+				var rej *srq.RejectError
+				if errors.As(err, &rej) && rej.NotAttempt && rej.Err == nil {
+					return err // a snooze is no failure
+				}
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			return err
+		}
+	}
+}
+
+// outcome names what the worker will do with a task after err: done, retry, snooze or dead.
+func outcome(d *srq.Delivery, err error) string {
+	var rej *srq.RejectError
+	var perm *srq.PermanentError
+	switch {
+	case err == nil:
+		return "done"
+	case errors.As(err, &perm):
+		return "dead"
+	case errors.As(err, &rej) && rej.NotAttempt:
+		return "snooze"
+	case d.MaxAttempts > 0 && d.Attempt >= d.MaxAttempts:
+		return "dead"
+	}
+	return "retry"
+}
