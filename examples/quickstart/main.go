@@ -13,16 +13,15 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/internal/exampleredis"
 )
 
 // Work is the payload of every task in this example: a user's event, or a plain job.
@@ -35,7 +34,7 @@ type Work struct {
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, where, stop, err := connect()
+	client, where, stop, err := exampleredis.Connect()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,24 +43,6 @@ func main() {
 	if err := run(ctx, client); err != nil {
 		log.Fatal(err)
 	}
-}
-
-// connect returns a client of REDIS_URL, or of an embedded Redis started here.
-func connect() (redis.UniversalClient, string, func(), error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		c := redis.NewClient(opt)
-		return c, url, func() { _ = c.Close() }, nil
-	}
-	m, err := miniredis.Run()
-	if err != nil {
-		return nil, "", nil, err
-	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return c, "embedded (set REDIS_URL to use a real server)", func() { _ = c.Close(); m.Close() }, nil
 }
 
 func run(ctx context.Context, client redis.UniversalClient) error {

@@ -1,0 +1,29 @@
+// Package exampleredis gives the examples a Redis: the one REDIS_URL names, or an embedded one.
+package exampleredis
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Connect returns a client of REDIS_URL's server, or of an embedded Redis started here; where
+// says which, and stop closes the client (and the embedded server).
+func Connect() (c redis.UniversalClient, where string, stop func(), err error) {
+	if url := os.Getenv("REDIS_URL"); url != "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		rc := redis.NewClient(opt)
+		return rc, url, func() { _ = rc.Close() }, nil
+	}
+	m, err := miniredis.Run()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	rc := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return rc, "embedded (set REDIS_URL to use a real server)", func() { _ = rc.Close(); m.Close() }, nil
+}
