@@ -36,7 +36,9 @@ type Call struct {
 // tooManyRequests is the API's 429 answer.
 type tooManyRequests struct{ retryAfter time.Duration }
 
-func (e *tooManyRequests) Error() string { return fmt.Sprintf("429 Too Many Requests, retry after %v", e.retryAfter) }
+func (e *tooManyRequests) Error() string {
+	return fmt.Sprintf("429 Too Many Requests, retry after %v", e.retryAfter)
+}
 
 // api is a stand-in for the external service: each customer may make 2 calls per 300ms window.
 type api struct {
