@@ -73,6 +73,9 @@ func (k Keys) Wake() string { return k.base + "wake" }
 // Dedup is the ZSET of recently acked ids, kept only with a dedup window.
 func (k Keys) Dedup() string { return k.base + "dedup" }
 
+// Ctl is the SET of partitions that have controls (a meta hash): paused, limited or blocked.
+func (k Keys) Ctl() string { return k.base + "ctl" }
+
 // Task is the HASH holding task id's record.
 func (k Keys) Task(id string) string { return k.base + "t:" + id }
 
@@ -97,5 +100,5 @@ func (k Keys) RateLimit(name string) string { return k.base + "rl:" + name }
 
 // scriptKeys are the KEYS every script gets, in the order lua/includes/common.lua expects.
 func (k Keys) scriptKeys() []string {
-	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup()}
+	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl()}
 }

@@ -83,6 +83,8 @@ func TestKeysNames(t *testing.T) {
 		{k.Seq(), "srq:{q}:seq"},
 		{k.Wake(), "srq:{q}:wake"},
 		{k.Dedup(), "srq:{q}:dedup"},
+		{k.Ctl(), "srq:{q}:ctl"},
+		{k.RateLimit("p:x"), "srq:{q}:rl:p:x"},
 		{k.Task("base:0"), "srq:{q}:t:base:0"},
 		{k.Task(""), "srq:{q}:t:"},
 		{k.Meta("!k:1"), "srq:{q}:m:!k:1"},
@@ -98,7 +100,7 @@ func TestKeysNames(t *testing.T) {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
 	}
-	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup()}
+	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl()}
 	if got := k.scriptKeys(); !slices.Equal(got, want) {
 		t.Errorf("scriptKeys() = %q, want %q (the order common.lua expects)", got, want)
 	}
@@ -133,6 +135,8 @@ const (
 	fuzzKindSeq
 	fuzzKindWake
 	fuzzKindDedup
+	fuzzKindCtl
+	fuzzKindRateLimit
 	fuzzKindCount
 )
 
@@ -165,7 +169,7 @@ func fuzzKeyNormalize(t *testing.T, prefix, queue string, kind uint8, s string,
 	switch in.kind {
 	case fuzzKindPending:
 		in.s, in.priority = s, int(priority)
-	case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld:
+	case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld, fuzzKindRateLimit:
 		in.s = s
 	}
 	return in, k
@@ -200,6 +204,10 @@ func (in fuzzKeyInput) build(k Keys) string {
 		return k.Wake()
 	case fuzzKindDedup:
 		return k.Dedup()
+	case fuzzKindCtl:
+		return k.Ctl()
+	case fuzzKindRateLimit:
+		return k.RateLimit(in.s)
 	}
 	panic("unknown kind")
 }
@@ -230,7 +238,7 @@ func assertKeysDistinct(t *testing.T, k Keys, prefix, queue string, strs []strin
 					add(in)
 				}
 			}
-		case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld:
+		case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld, fuzzKindRateLimit:
 			for _, s := range strs {
 				in.s = s
 				add(in)
@@ -389,7 +397,7 @@ func FuzzKeysNoCollision(f *testing.F) {
 func keysFixedTypes(k Keys) map[string]string {
 	return map[string]string{
 		k.Ready(): "zset", k.Sched(): "zset", k.Inflight(): "zset", k.Dead(): "zset",
-		k.Stats(): "hash", k.Seq(): "string", k.Wake(): "list", k.Dedup(): "zset",
+		k.Stats(): "hash", k.Seq(): "string", k.Wake(): "list", k.Dedup(): "zset", k.Ctl(): "set",
 	}
 }
 

@@ -1211,7 +1211,7 @@ func (r *modelRun) checkKeys() {
 	k := r.b.eng.Keys()
 	got, err := r.b.client.Keys(r.ctx, modelGlobQuote(k.Base())+"*").Result()
 	r.must(err, "list keys")
-	optional := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true}
+	optional := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true}
 	need := map[string]bool{}
 	sums := m.sums()
 	for _, t := range m.tasks {

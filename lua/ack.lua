@@ -1,7 +1,7 @@
 -- ack.lua: completes leased tasks: each record is deleted, and a partition whose last leased task
 -- this was is released to the round-robin.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none): acked ids are remembered this long so a re-publish is a duplicate
 -- ARGV[3…] 2 per task: id, fencing token
@@ -11,21 +11,22 @@
 
 local now = now_ms()
 local window = tonumber(ARGV[2])
-local res, parts, seen = {}, {}, {}
+local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
 local acked = 0
 
 for i = 3, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'k', 'p', 'l')
-  if not f[2] then
-    res[#res + 1] = NOTFOUND
+  if not f[2] or seen_id[id] then
+    res[#res + 1] = NOTFOUND -- a repeat of an id in this call finds it acked already
   elseif f[1] ~= token then
     res[#res + 1] = STALE
   else
     local p = f[2]
-    redis.call('DEL', kt)
-    redis.call('ZREM', K_INFLIGHT, id)
+    seen_id[id] = true
+    done[#done + 1] = id
+    keys[#keys + 1] = kt
     -- Only a task fetched from an ordered or limited partition is in its partition's held set.
     if f[3] and redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
       seen[p] = true
@@ -37,7 +38,14 @@ for i = 3, #ARGV, 2 do
   end
 end
 
-for i = 1, #parts do place(parts[i], now) end
+for i = 1, #done, 1000 do
+  local j = math.min(i + 999, #done)
+  redis.call('DEL', unpack(keys, i, j))
+  redis.call('ZREM', K_INFLIGHT, unpack(done, i, j))
+end
+for i = 1, #parts do
+  if is_ordered(parts[i]) then release(parts[i], now) else place(parts[i], now) end
+end
 if window > 0 and acked > 0 then prune_dedup(now, window, math.min(100 + acked, 1000)) end
 stat('acked', acked)
 finish()

@@ -1,6 +1,6 @@
 -- extend.lua: moves the lease deadline of leased tasks to now+lease.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  lease ms
 -- ARGV[3…] 2 per task: id, fencing token

@@ -5,7 +5,7 @@
 -- consecutive runs of up to maxrun tasks each. Due partitions are first moved from sched to ready,
 -- a bounded chunk a call.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] consumer id
 -- ARGV[3] n, the most tasks to lease
@@ -29,13 +29,13 @@ end
 
 local out = {now, deadline, 0}
 local taken = 0
+local leased = {} -- score, id pairs for one ZADD to inflight at the end
 
--- take leases the task member of level (pending set kp) of partition p and returns the score of
--- the level's next task, nil when the level emptied.
-local function take(p, member, level, kp, track)
+-- take leases task member of level (pending set kp) of partition p; next_score is the score of
+-- the task behind it in that level, nil if none (the level empties).
+local function take(p, member, level, kp, next_score, track)
   redis.call('ZREM', kp, member)
-  local next_head = redis.call('ZRANGE', kp, 0, 0, 'WITHSCORES')
-  if not next_head[2] then redis.call('ZREM', k_levels(p), level) end
+  if not next_score then redis.call('ZREM', k_levels(p), level) end
   local id = string.sub(member, 21)
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
@@ -47,27 +47,18 @@ local function take(p, member, level, kp, track)
   else
     redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
   end
-  redis.call('ZADD', K_INFLIGHT, deadline, id)
+  leased[#leased + 1] = deadline
+  leased[#leased + 1] = id
   taken = taken + 1
   out[#out + 1] = {id, token, p, level, attempt, tonumber(f[2]) or 0, tonumber(f[3]) or 0,
     tonumber(f[4]) or 0, f[5] or '', f[6] or '', tonumber(f[7]) or 0, f[8] or ''}
-  return tonumber(next_head[2])
-end
-
--- pick_in is pick with the partition's levels (highest first) already read.
-local function pick_in(p, levels, now)
-  for i = 1, #levels do
-    local kp = k_pending(p, levels[i])
-    local head = redis.call('ZRANGE', kp, 0, 0, 'WITHSCORES')
-    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i], kp end
-  end
-  return nil
 end
 
 -- Round-robin: read the next partitions of ready in one call, serve each one task, and send each
 -- behind all others (or out of ready); repeat while tasks are wanted and partitions are ready.
 -- Every turn leases a task or takes a partition out of ready, so the loop is bounded by n plus the
--- stale entries it meets; the cap only guards against a bug.
+-- stale entries it meets; the cap only guards against a bug. An ordered partition in ready is
+-- never held: fetch takes it out of ready when it leases from it, and place keeps a held one out.
 local held = {}
 local turns = 0
 while taken < n and turns < 2 * n + 64 do
@@ -78,22 +69,22 @@ while taken < n and turns < 2 * n + 64 do
     turns = turns + 1
     local p = heads[i]
     local paused, limit, blocked = meta(p)
-    if paused or (blocked and blocked > now) or is_held(p, limit) then
+    if paused or (blocked and blocked > now) or (limit and is_held(p, limit)) then
       place(p, now)
     else
       local levels = redis.call('ZREVRANGE', k_levels(p), 0, -1)
-      local member, level, kp = pick_in(p, levels, now)
+      local member, level, kp, next_score = pick(p, now, levels)
       if not member then
         redis.call('ZREM', K_READY, p)
         place(p, now)
       elseif is_ordered(p) then
-        take(p, member, level, kp, true)
+        take(p, member, level, kp, next_score, true)
         redis.call('ZREM', K_READY, p) -- held by this consumer until its leased tasks end
         held[#held + 1] = p
       else
-        local next_score = take(p, member, level, kp, limit)
-        local e
-        if #levels == 1 then e = next_score else e = earliest(p) end
+        take(p, member, level, kp, next_score, limit)
+        local e = next_score
+        if #levels > 1 then e = earliest(p) end
         if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
         if not e then
           redis.call('ZREM', K_READY, p)
@@ -112,12 +103,13 @@ end
 for i = 1, #held do
   local p, run = held[i], 1
   while taken < n and run < maxrun do
-    local member, level = pick(p, now)
+    local member, level, kp, next_score = pick(p, now)
     if not member then break end
-    take(p, member, level, k_pending(p, level), true)
+    take(p, member, level, kp, next_score, true)
     run = run + 1
   end
 end
+if #leased > 0 then redis.call('ZADD', K_INFLIGHT, unpack(leased)) end
 
 stat('pending', -taken)
 -- Partitions this fetch sent to the back of ready were ready before it: nobody needs waking.

@@ -1,7 +1,7 @@
 -- publish.lua: adds a batch of tasks; an id that still exists (pending, leased or dead), or that was
 -- acked within the dedup window, is a duplicate and changes nothing.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
 -- ARGV[3…] 8 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts

@@ -5,7 +5,7 @@
 -- whose attempts reach its max attempts goes to the dead letters instead, with the reason as its
 -- last error; then the partition goes on and the later tasks stay leased.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)
@@ -84,7 +84,7 @@ for i = 4, #ARGV, 5 do
     else
       if delay > 0 then
         local _, _, blocked = meta(p)
-        if not blocked or blocked < now + delay then redis.call('HSET', k_meta(p), 'b', now + delay) end
+        if not blocked or blocked < now + delay then meta_set(p, 'b', now + delay) end
       end
       rejected = rejected + 1
       res[#res + 1] = OK

@@ -1,6 +1,6 @@
 -- set_limit.lua: sets how many tasks of one unordered partition may be leased at once.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] partition (never an ordered one: those are always held by one consumer)
 -- ARGV[3] limit (0: no limit)
@@ -11,9 +11,9 @@
 
 local p = ARGV[2]
 if ARGV[3] == '0' then
-  redis.call('HDEL', k_meta(p), 'lim')
+  meta_del(p, 'lim')
 else
-  redis.call('HSET', k_meta(p), 'lim', ARGV[3])
+  meta_set(p, 'lim', ARGV[3])
 end
 place(p, now_ms())
 finish()

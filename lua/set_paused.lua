@@ -1,7 +1,7 @@
 -- set_paused.lua: pauses or resumes one partition. A paused partition hands out no work; its pending
 -- and leased tasks stay as they are.
 --
--- KEYS: the common eight (includes/common.lua).
+-- KEYS: the common nine (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] partition
 -- ARGV[3] 1: pause; 0: resume
@@ -11,9 +11,9 @@
 
 local p = ARGV[2]
 if ARGV[3] == '1' then
-  redis.call('HSET', k_meta(p), 'ps', '1')
+  meta_set(p, 'ps', '1')
 else
-  redis.call('HDEL', k_meta(p), 'ps')
+  meta_del(p, 'ps')
 end
 place(p, now_ms())
 finish()

@@ -9,6 +9,7 @@
 --   KEYS[6] seq      STRING decimal counter for publish sequence numbers and fencing tokens
 --   KEYS[7] wake     LIST   wake-up tokens that blocked fetchers pop
 --   KEYS[8] dedup    ZSET   recently acked ids (only with a dedup window); score = ack ms
+--   KEYS[9] ctl      SET    partitions that have controls (a meta hash): paused, limited or blocked
 -- ARGV[1] is the key base "<prefix>:{<queue>}:"; per-task and per-partition keys are built from it
 -- and share the queue's hash tag. The variable part (id or partition) always ends the key, after a
 -- fixed kind marker, so no id or partition can make two keys collide.
@@ -16,7 +17,7 @@
 if redis.replicate_commands then redis.replicate_commands() end
 
 local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_STATS, K_SEQ, K_WAKE, K_DEDUP = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local BASE = ARGV[1]
 
 -- Result codes; engine/errors.go maps them to Go errors.
@@ -78,9 +79,29 @@ local function ready_push(p)
 end
 
 -- meta returns p's controls: paused flag, concurrency limit (unordered only) and blocked-until ms.
+-- Most partitions have none: the ctl set names those that do, so a queue without controls never
+-- looks up a meta hash, and one with a few looks up only theirs.
+local ctl_count
 local function meta(p)
+  if ctl_count == nil then ctl_count = redis.call('SCARD', K_CTL) end
+  if ctl_count == 0 or redis.call('SISMEMBER', K_CTL, p) == 0 then return nil, nil, nil end
   local m = redis.call('HMGET', k_meta(p), 'ps', 'lim', 'b')
   return m[1], tonumber(m[2]), tonumber(m[3])
+end
+
+-- meta_set and meta_del change one control of p, keeping the ctl set in step with the meta hashes.
+local function meta_set(p, field, value)
+  redis.call('HSET', k_meta(p), field, value)
+  redis.call('SADD', K_CTL, p)
+  ctl_count = nil
+end
+
+local function meta_del(p, field)
+  redis.call('HDEL', k_meta(p), field)
+  if redis.call('EXISTS', k_meta(p)) == 0 then
+    redis.call('SREM', K_CTL, p)
+    ctl_count = nil
+  end
 end
 
 -- is_held says whether p may not hand out more work: an ordered partition while any of its tasks
@@ -104,13 +125,16 @@ local function earliest(p)
   return e
 end
 
--- pick returns the member and level of the task p serves next at time now: the head of the highest
--- priority level whose head is available. A delayed head of a higher level holds nothing back.
-local function pick(p, now)
-  local levels = redis.call('ZREVRANGE', k_levels(p), 0, -1)
+-- pick returns the task p serves next at time now: the head of the highest priority level whose
+-- head is available (a delayed head of a higher level holds nothing back), as its member, level,
+-- pending key and the score of the task behind it in that level (nil if none). levels, highest
+-- first, may be passed when already read.
+local function pick(p, now, levels)
+  levels = levels or redis.call('ZREVRANGE', k_levels(p), 0, -1)
   for i = 1, #levels do
-    local head = redis.call('ZRANGE', k_pending(p, levels[i]), 0, 0, 'WITHSCORES')
-    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i] end
+    local kp = k_pending(p, levels[i])
+    local head = redis.call('ZRANGE', kp, 0, 1, 'WITHSCORES')
+    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i], kp, tonumber(head[4]) end
   end
   return nil
 end
@@ -134,7 +158,7 @@ local function place(p, now)
   if not e then
     redis.call('ZREM', K_READY, p)
     redis.call('ZREM', K_SCHED, p)
-    if blocked and blocked <= now then redis.call('HDEL', k_meta(p), 'b') end
+    if blocked and blocked <= now then meta_del(p, 'b') end
     return
   end
   if blocked and blocked > e then e = blocked end
@@ -146,6 +170,25 @@ local function place(p, now)
     end
   else
     redis.call('ZREM', K_READY, p)
+    schedule(p, e)
+  end
+end
+
+-- release places ordered partition p after its leased tasks ended: it was held, so it is in
+-- neither ready nor sched, and place's look-ups of those can be skipped.
+local function release(p, now)
+  local paused, _, blocked = meta(p)
+  if paused or redis.call('EXISTS', k_held(p)) == 1 then return end
+  local e = earliest(p)
+  if not e then
+    if blocked and blocked <= now then meta_del(p, 'b') end
+    return
+  end
+  if blocked and blocked > e then e = blocked end
+  if e <= now then
+    ready_push(p)
+    wakes = wakes + 1
+  else
     schedule(p, e)
   end
 end
@@ -171,7 +214,7 @@ local function back(id, kt, p, now, delay)
   if is_ordered(p) then
     if delay > 0 then
       local _, _, blocked = meta(p)
-      if not blocked or blocked < now + delay then redis.call('HSET', k_meta(p), 'b', now + delay) end
+      if not blocked or blocked < now + delay then meta_set(p, 'b', now + delay) end
     end
   else
     t = now + delay
