@@ -1209,7 +1209,7 @@ func (r *modelRun) checkFull() {
 func (r *modelRun) checkKeys() {
 	m := r.m
 	k := r.b.eng.Keys()
-	got, err := r.b.client.Keys(r.ctx, modelGlobQuote(k.Base())+"*").Result()
+	got, err := r.b.client.Keys(r.ctx, redisGlobEscape(k.Base())+"*").Result()
 	r.must(err, "list keys")
 	optional := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true}
 	need := map[string]bool{}
@@ -1259,18 +1259,6 @@ func (r *modelRun) checkKeys() {
 	if len(extra) > 0 || len(missing) > 0 {
 		r.fatalf("(9) keys differ from the model's state: left over %q, missing %q", extra, missing)
 	}
-}
-
-// modelGlobQuote quotes the glob characters of s for KEYS.
-func modelGlobQuote(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // ---------------------------------------------------------------------------------------------

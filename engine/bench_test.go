@@ -1,0 +1,517 @@
+package engine
+
+// Benchmarks and a cost test for the acceptance point "fetch+ack throughput with 100,000
+// partitions is at least 90% of that with 10 partitions, and an empty fetch over 100,000 delayed
+// partitions costs under 1 ms of Redis time".
+//
+// Run them with, for example:
+//
+//	go test ./engine -run XXX -bench 'FetchAck|EmptyFetch' -benchtime 20000x -count 3
+//
+// Besides ns/op they report tasks/s and what Redis spent, from deltas of INFO (never CONFIG
+// RESETSTAT, so they work on any server):
+//
+//   - redis-µs: the scripts' time, cmdstat_evalsha usec (the server's clock: it also counts time
+//     the server waited for a CPU on a busy machine);
+//   - redis-cpu-µs: the CPU time of the server's main thread (INFO cpu), scripts plus networking;
+//   - redis-calls: the commands the scripts ran (commandstats of every other command).
+//
+// All are server-wide: on a server other clients use (a shared REDIS_URL) their commands count
+// too. A redis-server the harness starts is used by this test binary alone. Compare 10 with
+// 100,000 partitions within one run, and prefer redis-cpu-µs on a noisy machine.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/internal/redistest"
+	"github.com/srqueue/srq/partition"
+)
+
+const (
+	benchFetchN     = 10      // tasks per fetch
+	benchSeedBatch  = 1000    // messages per Publish while seeding
+	benchSeedCap    = 500_000 // the most tasks one seeding round adds, to bound the server's memory
+	benchBigPartCnt = 100_000
+)
+
+// cmdStat is one line of INFO commandstats.
+type cmdStat struct {
+	calls, usec int64
+}
+
+func (s cmdStat) sub(o cmdStat) cmdStat { return cmdStat{s.calls - o.calls, s.usec - o.usec} }
+func (s cmdStat) add(o cmdStat) cmdStat { return cmdStat{s.calls + o.calls, s.usec + o.usec} }
+
+// perCall is the mean Redis microseconds of one call.
+func (s cmdStat) perCall() float64 {
+	if s.calls == 0 {
+		return 0
+	}
+	return float64(s.usec) / float64(s.calls)
+}
+
+// cmdStats is INFO commandstats by command name ("evalsha", "zadd", "config|resetstat"). Redis 7
+// counts the commands a script runs under their own names as well as the script under evalsha.
+// Under cpuStat it holds the CPU time of the server's main thread from INFO cpu, in usec.
+type cmdStats map[string]cmdStat
+
+// cpuStat is the cmdStats entry for the server's CPU time: unlike commandstats, which times
+// commands by the clock, it does not grow while the server waits for a CPU on a busy machine.
+const cpuStat = "(cpu)"
+
+// readCmdStats reads INFO commandstats and INFO cpu.
+func readCmdStats(ctx context.Context, tb testing.TB, c redis.UniversalClient) cmdStats {
+	tb.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("info commandstats: %v", err)
+	}
+	out := cmdStats{}
+	out[cpuStat] = cmdStat{usec: readCPU(ctx, tb, c)}
+	for _, line := range strings.Split(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var s cmdStat
+		for _, kv := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "calls":
+				s.calls = n
+			case "usec":
+				s.usec = n
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = s
+	}
+	return out
+}
+
+// readCPU returns the CPU time, user and system, of the server's main thread in microseconds
+// (Redis 7: used_cpu_*_main_thread; older servers: the whole process's).
+func readCPU(ctx context.Context, tb testing.TB, c redis.UniversalClient) int64 {
+	tb.Helper()
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		tb.Fatalf("info cpu: %v", err)
+	}
+	fields := map[string]float64{}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			fields[k] = f
+		}
+	}
+	secs := fields["used_cpu_user"] + fields["used_cpu_sys"]
+	if u, ok := fields["used_cpu_user_main_thread"]; ok {
+		secs = u + fields["used_cpu_sys_main_thread"]
+	}
+	return int64(secs * 1e6)
+}
+
+// since returns s minus an earlier snapshot.
+func (s cmdStats) since(earlier cmdStats) cmdStats {
+	out := cmdStats{}
+	for name, st := range s {
+		if d := st.sub(earlier[name]); d.calls != 0 || d.usec != 0 {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// merge adds d to s.
+func (s cmdStats) merge(d cmdStats) {
+	for name, st := range d {
+		s[name] = s[name].add(st)
+	}
+}
+
+// scripts is the Redis time and calls of the scripts.
+func (s cmdStats) scripts() cmdStat { return s["evalsha"] }
+
+// inner counts the commands the scripts ran: every command but the scripts and the benchmark's
+// own INFO.
+func (s cmdStats) inner() int64 {
+	var n int64
+	for name, st := range s {
+		if name != "evalsha" && name != "evalsha_ro" && name != "info" && name != cpuStat &&
+			!strings.HasPrefix(name, "script") {
+			n += st.calls
+		}
+	}
+	return n
+}
+
+// breakdown lists the commands by calls per unit, the most first, each with its Redis
+// microseconds per unit, for logs: " zrange=4.10/3.2µs …".
+func (s cmdStats) breakdown(units int) string {
+	type row struct {
+		name string
+		cmdStat
+	}
+	var rows []row
+	for name, st := range s {
+		if name != "info" && name != cpuStat {
+			rows = append(rows, row{name, st})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
+	u := float64(max(units, 1))
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, " %s=%.2f/%.1fµs", r.name, float64(r.calls)/u, float64(r.usec)/u)
+	}
+	return b.String()
+}
+
+// benchQueue is a queue with a fixed set of partitions, every one given the same number of tasks,
+// that lives across the runs of one (sub-)benchmark so that the first run (b.N = 1) does not pay
+// for seeding 100,000 partitions twice.
+//
+// It keeps no state per partition on the client, so that the Go side costs the same with 10 and
+// with 100,000 partitions: fetches serve the partitions strictly round-robin, so after t tasks no
+// partition has given more than ceil(t/count).
+type benchQueue struct {
+	ctx     context.Context
+	client  *redis.Client
+	eng     *Engine
+	count   int  // partitions
+	ordered bool // ordered partitions
+
+	seeded int // tasks published to each partition so far
+	taken  int // tasks fetched so far
+}
+
+// newBenchQueue makes a queue of count partitions on the shared Redis; ordered partitions when
+// ordered. It skips tb on the embedded Redis: its Lua and its statistics say nothing about Redis.
+// The queue's keys are deleted by close.
+func newBenchQueue(tb testing.TB, name string, cfg Config, count int, ordered bool) *benchQueue {
+	tb.Helper()
+	srv := redistest.Shared(tb)
+	if !srv.Real() {
+		tb.Skip("needs a real Redis (redis-server on PATH or REDIS_URL)")
+	}
+	// Seeding sends 1,000 tasks a call; on a busy machine that can outlast go-redis's 3s default.
+	opt := srv.Options()
+	opt.ReadTimeout, opt.WriteTimeout = 30*time.Second, 30*time.Second
+	client := redis.NewClient(opt)
+	cfg.Queue = name
+	eng, err := New(client, cfg)
+	if err != nil {
+		_ = client.Close()
+		tb.Fatal(err)
+	}
+	q := &benchQueue{ctx: context.Background(), client: client, eng: eng, count: count, ordered: ordered}
+	if err := eng.LoadScripts(q.ctx); err != nil {
+		q.close(tb)
+		tb.Fatal(err)
+	}
+	return q
+}
+
+// part returns the key of partition i.
+func (q *benchQueue) part(i int) partition.Key {
+	name := fmt.Sprintf("p%06d", i)
+	if q.ordered {
+		return partition.Ordered(name)
+	}
+	return partition.Key(name)
+}
+
+// seed publishes perPart more tasks to every partition, delayed by delay, in batches.
+func (q *benchQueue) seed(tb testing.TB, perPart int, delay time.Duration) {
+	tb.Helper()
+	batch := make([]Message, 0, benchSeedBatch)
+	payload := []byte("0123456789abcdef")
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		res, err := q.eng.Publish(q.ctx, batch)
+		if err != nil {
+			tb.Fatalf("seed: %v", err)
+		}
+		for _, r := range res {
+			if r.Duplicate {
+				tb.Fatalf("seed: %s reported duplicate", r.ID)
+			}
+		}
+		batch = batch[:0]
+	}
+	for range perPart {
+		for i := range q.count {
+			batch = append(batch, Message{Partition: q.part(i), Delay: delay, Payload: payload})
+			if len(batch) == benchSeedBatch {
+				flush()
+			}
+		}
+	}
+	flush()
+	q.seeded += perPart
+}
+
+// minLeft is the fewest tasks any partition still holds.
+func (q *benchQueue) minLeft() int { return q.seeded - (q.taken+q.count-1)/q.count }
+
+// topUp seeds every partition until each holds at least want ready tasks.
+func (q *benchQueue) topUp(tb testing.TB, want int) {
+	tb.Helper()
+	if left := q.minLeft(); left < want {
+		q.seed(tb, want-left, 0)
+	}
+}
+
+// fetchAck leases up to benchFetchN tasks, acks them, and returns how many there were.
+func (q *benchQueue) fetchAck(tb testing.TB) int {
+	ds, err := q.eng.Fetch(q.ctx, "bench", benchFetchN, time.Minute)
+	if err != nil {
+		tb.Fatalf("fetch: %v", err)
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	q.taken += len(ds)
+	rs := make([]Receipt, len(ds))
+	for i := range ds {
+		rs[i] = ds[i].Receipt()
+	}
+	errs, err := q.eng.Ack(q.ctx, rs)
+	if err != nil {
+		tb.Fatalf("ack: %v", err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			tb.Fatalf("ack %s: %v", rs[i].ID, e)
+		}
+	}
+	return len(ds)
+}
+
+// close deletes the queue's keys: the ones it can name, then whatever a SCAN of the queue's own
+// key base still finds (task records), and closes the client.
+func (q *benchQueue) close(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defer q.client.Close()
+	k := q.eng.Keys()
+	names := k.scriptKeys()
+	unlink := func() {
+		if len(names) > 0 {
+			if err := q.client.Unlink(ctx, names...).Err(); err != nil {
+				tb.Errorf("cleanup: unlink: %v", err)
+			}
+			names = names[:0]
+		}
+	}
+	for i := range q.count {
+		p := q.part(i)
+		names = append(names, k.Pending(p, 0), k.Levels(p), k.Meta(p), k.Held(p))
+		if len(names) >= 1000 {
+			unlink()
+		}
+	}
+	unlink()
+	iter := q.client.Scan(ctx, 0, redisGlobEscape(k.Base())+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		names = append(names, iter.Val())
+		if len(names) >= 1000 {
+			unlink()
+		}
+	}
+	if err := iter.Err(); err != nil {
+		tb.Errorf("cleanup: scan: %v", err)
+	}
+	unlink()
+}
+
+// BenchmarkFetchAck measures fetch (10 tasks) + ack of the batch over a queue whose every
+// partition stays ready throughout: the ready index holds all partitions, 10 or 100,000. One op is
+// one fetch and one ack. With at least 10 ready partitions a fetch of 10 serves 10 of them one task
+// each, round-robin, ordered or not (fetch.lua lengthens ordered runs only when nothing else is
+// ready), so every fetch moves 10 partitions through the ready index.
+func BenchmarkFetchAck(b *testing.B) {
+	for _, mode := range []struct {
+		name    string
+		ordered bool
+	}{{"unordered", false}, {"ordered", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for _, count := range []int{10, benchBigPartCnt} {
+				var q *benchQueue
+				b.Run(fmt.Sprintf("partitions-%d", count), func(b *testing.B) {
+					if q == nil {
+						q = newBenchQueue(b, redistest.Queue(b), Config{}, count, mode.ordered)
+					}
+					benchFetchAck(b, q)
+				})
+				if q != nil {
+					q.close(b)
+				}
+			}
+		})
+	}
+}
+
+func benchFetchAck(b *testing.B, q *benchQueue) {
+	// A fetch serves each partition at most once (10 tasks, at least 10 partitions), so a partition
+	// with 2 tasks left before a fetch is still ready after it.
+	const margin = 2
+	parts := q.count
+	need := (benchFetchN*b.N+parts-1)/parts + margin
+	round := min(need, max(benchSeedCap/parts, margin+1))
+	q.topUp(b, round)
+
+	b.ResetTimer()
+	redisTime := cmdStats{}
+	start := readCmdStats(q.ctx, b, q.client)
+	tasks := 0
+	for range b.N {
+		if q.minLeft() < margin {
+			b.StopTimer()
+			redisTime.merge(readCmdStats(q.ctx, b, q.client).since(start))
+			q.topUp(b, round)
+			start = readCmdStats(q.ctx, b, q.client)
+			b.StartTimer()
+		}
+		// Every partition holds a task, so every fetch must come back full.
+		got := q.fetchAck(b)
+		if got != benchFetchN {
+			b.Fatalf("fetch leased %d tasks, want %d: every partition holds at least %d", got, benchFetchN, q.minLeft())
+		}
+		tasks += got
+	}
+	b.StopTimer()
+	redisTime.merge(readCmdStats(q.ctx, b, q.client).since(start))
+	// minLeft assumes a strict round-robin; had a partition been drained, it would have left ready.
+	if n, err := q.client.ZCard(q.ctx, q.eng.Keys().Ready()).Result(); err != nil || n != int64(q.count) {
+		b.Fatalf("ready holds %d partitions (%v), want all %d", n, err, q.count)
+	}
+	b.ReportMetric(float64(tasks)/b.Elapsed().Seconds(), "tasks/s")
+	b.ReportMetric(float64(redisTime.scripts().usec)/float64(tasks), "redis-µs/task")
+	b.ReportMetric(float64(redisTime[cpuStat].usec)/float64(tasks), "redis-cpu-µs/task")
+	b.ReportMetric(float64(redisTime.inner())/float64(tasks), "redis-calls/task")
+	if testing.Verbose() && b.N > 1 {
+		b.Logf("commands per task:%s", redisTime.breakdown(tasks))
+	}
+}
+
+// BenchmarkEmptyFetchDelayed measures a fetch that finds nothing while 100,000 partitions each
+// hold one task delayed by an hour.
+func BenchmarkEmptyFetchDelayed(b *testing.B) {
+	for _, count := range []int{benchBigPartCnt} {
+		var q *benchQueue
+		b.Run(fmt.Sprintf("partitions-%d", count), func(b *testing.B) {
+			if q == nil {
+				q = newBenchQueue(b, redistest.Queue(b), Config{}, count, false)
+				q.seed(b, 1, time.Hour)
+			}
+			b.ResetTimer()
+			start := readCmdStats(q.ctx, b, q.client)
+			for range b.N {
+				if got := q.fetchAck(b); got != 0 {
+					b.Fatalf("fetch leased %d tasks, want none", got)
+				}
+			}
+			b.StopTimer()
+			d := readCmdStats(q.ctx, b, q.client).since(start)
+			b.ReportMetric(d.scripts().perCall(), "redis-µs/op")
+			b.ReportMetric(float64(d[cpuStat].usec)/float64(b.N), "redis-cpu-µs/op")
+			b.ReportMetric(float64(d.inner())/float64(max(d.scripts().calls, 1)), "redis-calls/op")
+		})
+		if q != nil {
+			q.close(b)
+		}
+	}
+}
+
+// TestFetchCostIndependentOfPartitions checks, in Redis time (INFO commandstats: time the server
+// spent running the script, not a wall-clock timing of the client), that a fetch does not scan
+// the delayed partitions: an empty fetch over 100,000 delayed partitions costs under 1 ms. It also
+// logs the cost of a fetch of 10 ready tasks beside 10 and 100,000 delayed partitions.
+//
+// It does not run in parallel, so no other test of this package adds to the server's counters.
+func TestFetchCostIndependentOfPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 100,000 partitions")
+	}
+	if !redistest.Shared(t).Real() {
+		t.Skip("needs a real Redis: Redis time comes from INFO commandstats")
+	}
+	const (
+		emptyFetches = 500
+		readyParts   = 10
+		readyEach    = 50
+		readyFetches = 40 // 400 of the 500 ready tasks, so every fetch finds 10 ready partitions
+	)
+	type cost struct{ empty, ready float64 }
+	costs := map[int]cost{}
+	for _, count := range []int{10, benchBigPartCnt} {
+		q := newBenchQueue(t, redistest.Queue(t)+"-"+strconv.Itoa(count), Config{}, count, false)
+		func() {
+			defer q.close(t)
+			q.seed(t, 1, time.Hour)
+
+			start := readCmdStats(q.ctx, t, q.client)
+			for range emptyFetches {
+				if got := q.fetchAck(t); got != 0 {
+					t.Fatalf("%d delayed partitions: fetch leased %d tasks, want none", count, got)
+				}
+			}
+			empty := readCmdStats(q.ctx, t, q.client).since(start).scripts()
+
+			// A few ready partitions beside the delayed ones; fetches only (no acks) are measured.
+			var msgs []Message
+			for i := range readyParts {
+				for range readyEach {
+					msgs = append(msgs, Message{Partition: partition.Key(fmt.Sprintf("ready%d", i)), Payload: []byte("x")})
+				}
+			}
+			if _, err := q.eng.Publish(q.ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			var leased []Receipt
+			start = readCmdStats(q.ctx, t, q.client)
+			for range readyFetches {
+				ds, err := q.eng.Fetch(q.ctx, "cost", benchFetchN, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) != benchFetchN {
+					t.Fatalf("%d delayed partitions: fetched %d tasks, want %d", count, len(ds), benchFetchN)
+				}
+				for _, d := range ds {
+					leased = append(leased, d.Receipt())
+				}
+			}
+			readyStats := readCmdStats(q.ctx, t, q.client).since(start)
+			ready := readyStats.scripts()
+			if _, err := q.eng.Ack(q.ctx, leased); err != nil {
+				t.Fatal(err)
+			}
+			costs[count] = cost{empty.perCall(), ready.perCall()}
+			t.Logf("%6d delayed partitions: empty fetch %.1f redis-µs (%d calls), fetch of %d ready tasks %.1f redis-µs (%d calls, %.1f commands a task:%s)",
+				count, empty.perCall(), empty.calls, benchFetchN, ready.perCall(), ready.calls,
+				float64(readyStats.inner())/float64(readyFetches*benchFetchN), readyStats.breakdown(readyFetches*benchFetchN))
+		}()
+	}
+	if c := costs[benchBigPartCnt].empty; c >= 1000 {
+		t.Errorf("an empty fetch over %d delayed partitions costs %.1f µs of Redis time, want under 1000", benchBigPartCnt, c)
+	}
+}
