@@ -374,7 +374,10 @@ func benchFetchAck(b *testing.B, q *benchQueue) {
 	// with 2 tasks left before a fetch is still ready after it.
 	const margin = 2
 	parts := q.count
-	need := (benchFetchN*b.N+parts-1)/parts + margin
+	// Every partition count holds the same number of tasks, what the largest one needs, so the
+	// comparison measures the number of partitions, not the size of the data set.
+	total := benchFetchN*b.N + margin*benchBigPartCnt
+	need := (total + parts - 1) / parts
 	round := min(need, max(benchSeedCap/parts, margin+1))
 	q.topUp(b, round)
 
