@@ -13,7 +13,7 @@
 local now = now_ms()
 local window = tonumber(ARGV[2])
 local res, parts, seen, levels_seen = {}, {}, {}, {}
-local added, available = 0, {}
+local added, available, first = 0, {}, {}
 
 for i = 3, #ARGV, 8 do
   local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -39,21 +39,46 @@ for i = 3, #ARGV, 8 do
     if not levels_seen[pl] then levels_seen[pl] = true; redis.call('ZADD', k_levels(p), level, level) end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     if t <= now then available[p] = (available[p] or 0) + 1 end
+    if not first[p] or t < first[p] then first[p] = t end
     added = added + 1
     res[#res + 1] = OK
   end
 end
 
-for i = 1, #parts do
-  local p = parts[i]
-  -- A partition already in ready keeps its turn: new work changes nothing about it.
-  if not redis.call('ZSCORE', K_READY, p) then place(p, now) end
+-- place_new places partition p, which is not in ready, after this publish gave it work available
+-- from first_t on. Without controls and not held, p is in sched (at its earliest time) or was
+-- empty, so its place follows from that score and first_t alone; otherwise place decides.
+-- Returns whether p is in ready now.
+local function place_new(p, first_t)
+  local paused, limit, blocked = meta(p)
+  if paused or limit or blocked then
+    place(p, now)
+    return redis.call('ZSCORE', K_READY, p) ~= false
+  end
+  if is_ordered(p) and redis.call('EXISTS', k_held(p)) == 1 then return false end
+  local e = first_t
+  local s = tonumber(redis.call('ZSCORE', K_SCHED, p))
+  if s and s < e then e = s end
+  if e <= now then
+    if s then redis.call('ZREM', K_SCHED, p) end
+    ready_push(p)
+    return true
+  end
+  if e ~= s then
+    if s then redis.call('ZREM', K_SCHED, p) end
+    schedule(p, e)
+  end
+  return false
 end
+
 -- Wake sleepers for the work that is available now in ready partitions (also in partitions that
 -- were ready already: their new tasks may want more workers). Paused or held ones wake no one.
 local ready_now = 0
 for i = 1, #parts do
-  if available[parts[i]] and redis.call('ZSCORE', K_READY, parts[i]) then ready_now = ready_now + available[parts[i]] end
+  local p = parts[i]
+  -- A partition already in ready keeps its turn: new work changes nothing about it.
+  local in_ready = redis.call('ZSCORE', K_READY, p) ~= false or place_new(p, first[p])
+  if in_ready and available[p] then ready_now = ready_now + available[p] end
 end
 wakes = math.max(wakes, ready_now)
 if window > 0 then prune_dedup(now, window, 100) end
