@@ -106,13 +106,25 @@ func TestDecodeFailureDeadLetters(t *testing.T) {
 	}
 }
 
-// TestOrderedHistory: 1,000 ordered partitions × 50 tasks, 16 handlers. The recorded history must
-// show every partition's tasks in publish order and never two of one partition running at once.
+// TestOrderedHistory: 1,000 ordered partitions × 50 tasks, 16 handlers; every seventh task fails
+// on its first attempt. The recorded history must show every partition's tasks run in publish
+// order (a failed task runs again before any later task of its partition runs) and never two of
+// one partition running at once.
 func TestOrderedHistory(t *testing.T) {
 	t.Parallel()
-	parts, each := 1000, 50
+	// Many partitions: one task of each per fetch. Few partitions: fetches take runs of several
+	// tasks of one partition, which a failure hands back together.
+	for _, size := range []struct{ parts, each int }{{1000, 50}, {4, 100}} {
+		t.Run(fmt.Sprintf("%dx%d", size.parts, size.each), func(t *testing.T) {
+			t.Parallel()
+			testOrderedHistory(t, size.parts, size.each)
+		})
+	}
+}
+
+func testOrderedHistory(t *testing.T, parts, each int) {
 	if testing.Short() {
-		parts, each = 100, 20
+		parts, each = min(parts, 100), min(each, 20)
 	}
 	ctx := testCtx(t)
 	q, _ := newQueue[int](t, srq.QueueConfig{})
@@ -140,17 +152,24 @@ func TestOrderedHistory(t *testing.T) {
 		}
 		running[p] = true
 		if next[p] != task.Value {
-			problems = append(problems, fmt.Sprintf("%s: got %d, want %d", p, task.Value, next[p]))
+			problems = append(problems, fmt.Sprintf("%s: got %d (attempt %d), want %d", p, task.Value, task.Attempt, next[p]))
 		}
-		next[p] = task.Value + 1
+		fail := task.Value%7 == 3 && task.Attempt == 1
+		if !fail {
+			next[p] = task.Value + 1
+		}
 		mu.Unlock()
 		mu.Lock()
 		running[p] = false
 		mu.Unlock()
+		if fail {
+			return errors.New("first attempts of every seventh task fail")
+		}
 		done.Add(1)
 		return nil
 	})
-	w, _ := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 16, Logger: quiet})
+	w, _ := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 16, Logger: quiet,
+		Retry: func(int, error) time.Duration { return time.Millisecond }})
 	stop := runWorker(t, w)
 	waitFor(t, "every task", func() bool { return done.Load() == int64(parts*each) })
 	stop()
