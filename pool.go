@@ -220,7 +220,8 @@ func (p *pool) handBack(js []*job) {
 	}
 	rs := make([]engine.Rejection, len(js))
 	for i, j := range js {
-		rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true, Reason: "handed back at shutdown"}
+		// No reason: the task did not fail, so its last error stays as it was.
+		rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
 	}
 	ctx, cancel := p.settleCtx(context.WithoutCancel(js[0].ctx))
 	defer cancel()
