@@ -39,8 +39,11 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 // fetchLoop fetches as many tasks as there are free slots, groups them into units (the tasks of
 // one ordered partition together, every other task alone) and hands the units to the handlers.
 // It ends when ctx ends, and closes units.
-func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan<- []*job) error {
+func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job) error {
 	defer close(units)
+	// Tasks fetched but not started go back at once when ctx ends, even while every handler is
+	// still busy: handlers that find a unit after that hand it back too.
+	defer p.handBackWaiting(units)
 	w := p.w
 	backoff := time.Duration(0)
 	for {
@@ -110,6 +113,18 @@ func (p *pool) newJob(d *engine.Delivery, handlerCtx context.Context) *job {
 	return j
 }
 
+// handBackWaiting hands back the units waiting in units for a handler.
+func (p *pool) handBackWaiting(units chan []*job) {
+	for {
+		select {
+		case u := <-units:
+			p.handBack(u)
+		default:
+			return
+		}
+	}
+}
+
 // release forgets a settled job and frees its slot.
 func (p *pool) release(j *job) {
 	j.timer.Stop()
@@ -138,6 +153,14 @@ func (p *pool) runUnit(u []*job) {
 			p.handBack(u[i:])
 			return
 		default:
+		}
+		if errors.Is(context.Cause(j.ctx), ErrLeaseLost) {
+			// The partition was taken back (recovery takes an ordered partition's leased tasks
+			// together): another consumer may run these now, so this one must not.
+			for _, lost := range u[i:] {
+				p.release(lost)
+			}
+			return
 		}
 		err := p.call(j)
 		if back := p.settle(j, err); back {
@@ -170,14 +193,20 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		p.acks <- j
 		return false
 	}
-	if cause := context.Cause(j.ctx); errors.Is(cause, ErrShutdown) && errors.Is(err, context.Canceled) {
-		p.handBack([]*job{j})
-		return true
-	}
 	var (
 		rej  *RejectError
 		perm *PermanentError
+		pan  *PanicError
 	)
+	if errors.Is(context.Cause(j.ctx), ErrShutdown) && !errors.As(err, &perm) {
+		// Cut off by shutdown: whatever the handler made of its cancelled context, the task did
+		// not fail. It goes back without using an attempt.
+		p.handBack([]*job{j})
+		return true
+	}
+	if errors.As(err, &pan) {
+		w.log.Error("handler panic", "task", j.d.ID, "panic", pan.Value, "stack", string(pan.Stack))
+	}
 	r := engine.Rejection{Receipt: j.d.Receipt(), Reason: err.Error()}
 	switch {
 	case errors.As(err, &perm):
@@ -186,7 +215,9 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		errs, kerr := w.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
 		p.logSettle("kill", j, kerr, errs)
 		p.release(j)
-		return false
+		// A kill that did not happen leaves the task to come back when its lease expires: the
+		// later tasks of its ordered partition must not run before it.
+		return kerr != nil || errs[0] != nil
 	case errors.As(err, &rej):
 		// The reason kept is the handler's own error; a plain snooze is no failure, so the
 		// last error stays as it was.
@@ -197,6 +228,7 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 	default:
 		r.Delay = w.cfg.Retry(j.d.Attempt, err)
 	}
+	r.Delay = min(max(r.Delay, 0), engine.MaxDelay)
 	ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
 	defer cancel()
 	res, rerr := w.eng.Reject(ctx, []engine.Rejection{r})
@@ -313,13 +345,18 @@ func (p *pool) extendLoop(ctx context.Context) error {
 				}
 				continue
 			}
+			w.mu.Lock()
 			for i, j := range chunk {
+				if w.jobs[j.d.ID] != j {
+					continue // settled since the snapshot
+				}
 				if errs[i] != nil {
 					j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, errs[i]))
 					continue
 				}
 				j.timer.Reset(time.Until(deadline))
 			}
+			w.mu.Unlock()
 		}
 	}
 }

@@ -28,7 +28,9 @@ type WorkerConfig struct {
 	// leases of its tasks every Lease/3. Default 30s; at least 30ms.
 	Lease time.Duration
 	// ShutdownTimeout is how long Run waits, after its context ends, for running handlers before it
-	// cancels their contexts (cause ErrShutdown) and hands their tasks back. Default 30s.
+	// cancels their contexts (cause ErrShutdown) and hands their tasks back. Default 30s; negative:
+	// cancel them at once. Run returns only when every handler has returned, so a handler that
+	// ignores its context holds Run up (its lease is extended meanwhile).
 	ShutdownTimeout time.Duration
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -85,8 +87,8 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		return nil, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
 	case cfg.Lease < 30*time.Millisecond:
 		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
-	case cfg.ShutdownTimeout < 0 || cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
-		return nil, fmt.Errorf("%w: negative ShutdownTimeout, RecoverInterval or PollWait", ErrInvalid)
+	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
+		return nil, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
 	}
 	codec := q.codec
 	// The handler's panics are recovered here, innermost, so middleware sees them as errors; the
@@ -156,7 +158,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 		}
-		t := time.NewTimer(w.cfg.ShutdownTimeout)
+		t := time.NewTimer(max(w.cfg.ShutdownTimeout, 0))
 		defer t.Stop()
 		select {
 		case <-handlersDone:
@@ -175,7 +177,8 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // RunOnce runs the tasks that are ready now, at most Concurrency+Prefetch of them, with up to
-// Concurrency handlers at once, settles them and returns how many it ran. It does not wait for
+// Concurrency handlers at once, settles them and returns how many it fetched (when ctx ends, the
+// tasks not yet run are handed back unrun). It does not wait for
 // work and runs no recovery; leases are extended while handlers run. It suits tests, and jobs run
 // from a scheduler. It fails if the worker is running, or with the fetch's error.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
@@ -192,9 +195,14 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	base := context.WithoutCancel(ctx)
 	loopCtx, stopLoops := context.WithCancel(base)
 	defer stopLoops()
+	// Handlers end when ctx does, with cause ErrShutdown, so their tasks go back unspent.
+	handlerCtx, stopHandlers := context.WithCancelCause(base)
+	defer stopHandlers(nil)
+	stopAfter := context.AfterFunc(ctx, func() { stopHandlers(ErrShutdown) })
+	defer stopAfter()
 	p := &pool{w: w, slots: make(chan struct{}, capacity), acks: make(chan *job, capacity), stopping: ctx.Done()}
 	units := make(chan []*job, capacity)
-	for _, u := range p.group(ds, ctx) {
+	for _, u := range p.group(ds, handlerCtx) {
 		units <- u
 	}
 	close(units)

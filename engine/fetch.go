@@ -110,8 +110,14 @@ func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.D
 	if e.cfg.MaxOrderedRun > 0 {
 		run = min(run, e.cfg.MaxOrderedRun)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
 	sent := time.Now()
-	res, err := e.run(ctx, scriptFetch, consumer, n, lease.Milliseconds(), run)
+	// Once sent, the fetch is not cut off by ctx (a client with ContextTimeoutEnabled would stop
+	// reading at ctx's deadline): the tasks it leased would be lost to the caller and stay leased
+	// until their leases expire. The client's own timeouts still bound the call.
+	res, err := e.run(context.WithoutCancel(ctx), scriptFetch, consumer, n, lease.Milliseconds(), run)
 	if err != nil {
 		return nil, 0, err
 	}

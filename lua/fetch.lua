@@ -112,8 +112,8 @@ end
 if #leased > 0 then redis.call('ZADD', K_INFLIGHT, unpack(leased)) end
 
 stat('pending', -taken)
--- Partitions this fetch sent to the back of ready were ready before it: nobody needs waking.
-wakes = 0
+-- Partitions this fetch sent to the back of ready were ready before it and wake nobody (ready_push
+-- counts no wake-up); a partition it scheduled earlier than any before does (schedule).
 if taken == 0 then
   -- Nothing is ready, so any wake-up token left is stale; drop them so sleepers sleep.
   redis.call('DEL', K_WAKE)

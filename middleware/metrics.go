@@ -71,18 +71,18 @@ func Metrics(cfg OTelConfig) (srq.Middleware, error) {
 			start := time.Now()
 			lag.Record(ctx, max(start.Sub(d.AvailableAt), 0).Seconds(), attrs)
 			inFlight.Add(ctx, 1, attrs)
+			defer inFlight.Add(ctx, -1, attrs) // also when a middleware inside panics
 			err := next(ctx, d)
-			inFlight.Add(ctx, -1, attrs)
 			duration.Record(ctx, time.Since(start).Seconds(), attrs)
 			processed.Add(ctx, 1, attrs)
-			switch outcome(d, err) {
+			switch outcome(ctx, d, err) {
 			case "retry":
 				failed.Add(ctx, 1, attrs)
 				retried.Add(ctx, 1, attrs)
 			case "dead":
 				failed.Add(ctx, 1, attrs)
 				dead.Add(ctx, 1, attrs)
-			case "snooze":
+			case "snooze", "handed_back":
 				retried.Add(ctx, 1, attrs)
 			}
 			return err

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/engine"
@@ -19,12 +20,21 @@ type RateLimitConfig struct {
 	PerQueue engine.Rate
 }
 
+// rateLimitRetry is how long a task waits when its limits could not be asked.
+const rateLimitRetry = time.Second
+
 // RateLimit runs a task only when its partition's and its queue's limits allow it, atomically in
 // Redis on the server's clock. A task over a limit does not run: it is snoozed (srq.Snooze) for
 // exactly the time until the limits allow it, without using an attempt; for an ordered partition
 // the whole partition waits. Other partitions are not slowed by one over its own limit. If Redis
-// cannot be asked, the task is handed back with the error, as a retry.
-func RateLimit(q EngineSource, cfg RateLimitConfig) srq.Middleware {
+// cannot be asked, the task waits a second, without using an attempt, and is tried again. It
+// fails with srq.ErrInvalid for a rate with a limit but no period, or a negative burst.
+func RateLimit(q EngineSource, cfg RateLimitConfig) (srq.Middleware, error) {
+	for name, r := range map[string]engine.Rate{"PerPartition": cfg.PerPartition, "PerQueue": cfg.PerQueue} {
+		if r.Limit < 0 || (r.Limit > 0 && r.Per < time.Millisecond) || r.Burst < 0 {
+			return nil, fmt.Errorf("%w: %s rate %+v: want a limit of at least 1 per at least 1ms", srq.ErrInvalid, name, r)
+		}
+	}
 	eng := q.Engine()
 	return func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
@@ -37,12 +47,12 @@ func RateLimit(q EngineSource, cfg RateLimitConfig) srq.Middleware {
 			}
 			wait, err := eng.Allow(ctx, ls...)
 			if err != nil {
-				return srq.Reject(fmt.Errorf("rate limit: %w", err))
+				return &srq.RejectError{Delay: rateLimitRetry, Err: fmt.Errorf("rate limit: %w", err), NotAttempt: true}
 			}
 			if wait > 0 {
 				return srq.Snooze(wait)
 			}
 			return next(ctx, d)
 		}
-	}
+	}, nil
 }

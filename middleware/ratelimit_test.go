@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +50,10 @@ func TestRateLimitPerPartition(t *testing.T) {
 		}
 		return nil
 	})
-	limit := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 1, Per: 400 * time.Millisecond}})
+	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 1, Per: 400 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 4, Logger: quiet, Middleware: []srq.Middleware{limit}})
 	if err != nil {
 		t.Fatal(err)
@@ -92,5 +96,22 @@ func TestRateLimitPerPartition(t *testing.T) {
 	st, _ := q.Engine().Stats(ctx)
 	if st.Acked != 4 || st.Dead != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestRateLimitConfigErrors(t *testing.T) {
+	t.Parallel()
+	q, err := srq.NewQueue[int](redistest.Client(t), srq.QueueConfig{Name: redistest.Queue(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []middleware.RateLimitConfig{
+		{PerPartition: engine.Rate{Limit: 1}},
+		{PerQueue: engine.Rate{Limit: -1, Per: time.Second}},
+		{PerQueue: engine.Rate{Limit: 1, Per: time.Second, Burst: -2}},
+	} {
+		if _, err := middleware.RateLimit(q, cfg); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("%+v: %v", cfg, err)
+		}
 	}
 }

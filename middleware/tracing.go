@@ -42,14 +42,16 @@ func (c OTelConfig) propagator() propagation.TextMapPropagator {
 
 // Attribute keys, after the OpenTelemetry messaging conventions; srq.* for what they lack.
 var (
-	attrSystem    = attribute.String("messaging.system", "srq")
-	keyQueue      = attribute.Key("messaging.destination.name")
-	keyPartition  = attribute.Key("messaging.destination.partition.id")
-	keyOperation  = attribute.Key("messaging.operation.type")
-	keyMessageID  = attribute.Key("messaging.message.id")
-	keyBatchCount = attribute.Key("messaging.batch.message_count")
-	keyAttempt    = attribute.Key("srq.attempt")
-	keyOutcome    = attribute.Key("srq.outcome")
+	attrSystem       = attribute.String("messaging.system", "srq")
+	keyQueue         = attribute.Key("messaging.destination.name")
+	keyPartition     = attribute.Key("messaging.destination.partition.id")
+	keyOperation     = attribute.Key("messaging.operation.type")
+	keyMessageID     = attribute.Key("messaging.message.id")
+	keyBatchCount    = attribute.Key("messaging.batch.message_count")
+	keyAttempt       = attribute.Key("srq.attempt")
+	keyOperationName = attribute.Key("messaging.operation.name")
+	keyErrorType     = attribute.Key("error.type")
+	keyOutcome       = attribute.Key("srq.outcome")
 )
 
 // TracingPublish starts a producer span for every publish ("send <queue>") and injects its
@@ -59,7 +61,8 @@ func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
 	tracer, prop := cfg.tracer(), cfg.propagator()
 	return func(next srq.PublishFunc) srq.PublishFunc {
 		return func(ctx context.Context, p *srq.Publishing) ([]srq.PublishResult, error) {
-			attrs := []attribute.KeyValue{attrSystem, keyQueue.String(p.Queue), keyOperation.String("send")}
+			attrs := []attribute.KeyValue{attrSystem, keyQueue.String(p.Queue), keyOperation.String("send"),
+				keyOperationName.String("send")}
 			if len(p.Messages) == 1 {
 				attrs = append(attrs, keyPartition.String(string(p.Messages[0].Partition)))
 			} else {
@@ -87,45 +90,77 @@ func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
 
 // Tracing starts a consumer span for every delivery ("process <queue>"), as a child of the
 // producer span whose context the task's headers carry. The span has the queue, partition, task
-// id and attempt, and the outcome (done, retry, snooze, dead); errors are recorded and set the
-// span's status.
+// id and attempt, and the outcome (done, retry, snooze, dead, handed_back); failures are recorded
+// (a panic with its stack) and set the span's status and error.type.
 func Tracing(cfg OTelConfig) srq.Middleware {
 	tracer, prop := cfg.tracer(), cfg.propagator()
 	return func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
-			ctx = prop.Extract(ctx, propagation.MapCarrier(d.Headers))
-			ctx, span := tracer.Start(ctx, "process "+d.Queue, trace.WithSpanKind(trace.SpanKindConsumer),
+			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
 				trace.WithAttributes(attrSystem, keyQueue.String(d.Queue), keyOperation.String("process"),
-					keyPartition.String(string(d.Partition)), keyMessageID.String(d.ID), keyAttempt.Int(d.Attempt)))
+					keyOperationName.String("process"), keyPartition.String(string(d.Partition)),
+					keyMessageID.String(d.ID), keyAttempt.Int(d.Attempt))}
+			ctx = prop.Extract(ctx, propagation.MapCarrier(d.Headers))
+			if !trace.SpanContextFromContext(ctx).IsValid() {
+				// A task published without trace context starts its own trace rather than joining
+				// whatever span the worker was started in.
+				opts = append(opts, trace.WithNewRoot())
+			}
+			ctx, span := tracer.Start(ctx, "process "+d.Queue, opts...)
 			defer span.End()
 			err := next(ctx, d)
-			span.SetAttributes(keyOutcome.String(outcome(d, err)))
-			if err != nil {
-				var rej *srq.RejectError
-				if errors.As(err, &rej) && rej.NotAttempt && rej.Err == nil {
-					return err // a snooze is no failure
+			out := outcome(ctx, d, err)
+			span.SetAttributes(keyOutcome.String(out))
+			if err != nil && out != "snooze" && out != "handed_back" {
+				var pan *srq.PanicError
+				if errors.As(err, &pan) {
+					span.RecordError(err, trace.WithAttributes(attribute.String("exception.stacktrace", string(pan.Stack))))
+				} else {
+					span.RecordError(err)
 				}
-				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
+				span.SetAttributes(keyErrorType.String(errorType(err)))
 			}
 			return err
 		}
 	}
 }
 
-// outcome names what the worker will do with a task after err: done, retry, snooze or dead.
-func outcome(d *srq.Delivery, err error) string {
+// outcome names what the worker will do with a task after err: done, retry, snooze, dead, or
+// handed_back (cut off by shutdown or a lost lease: not a failure of the task).
+func outcome(ctx context.Context, d *srq.Delivery, err error) string {
 	var rej *srq.RejectError
 	var perm *srq.PermanentError
+	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
 		return "done"
 	case errors.As(err, &perm):
 		return "dead"
+	case errors.Is(cause, srq.ErrShutdown) || errors.Is(cause, srq.ErrLeaseLost):
+		return "handed_back"
 	case errors.As(err, &rej) && rej.NotAttempt:
 		return "snooze"
 	case d.MaxAttempts > 0 && d.Attempt >= d.MaxAttempts:
 		return "dead"
 	}
 	return "retry"
+}
+
+// errorType is the error.type attribute: the kind of failure srq saw.
+func errorType(err error) string {
+	var pan *srq.PanicError
+	var perm *srq.PermanentError
+	var rej *srq.RejectError
+	switch {
+	case errors.As(err, &pan):
+		return "panic"
+	case errors.As(err, &perm):
+		return "permanent"
+	case errors.As(err, &rej):
+		return "rejected"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "_OTHER"
 }

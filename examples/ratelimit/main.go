@@ -121,7 +121,10 @@ func run() error {
 	})
 	// Our own limit, slightly under the API's: 2 per 350ms per customer. Tasks over it are
 	// snoozed for exactly the time until the next slot, without using an attempt.
-	limit := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 2, Per: 350 * time.Millisecond, Burst: 2}})
+	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 2, Per: 350 * time.Millisecond, Burst: 2}})
+	if err != nil {
+		return err
+	}
 	w, err := srq.NewWorker(q, handler, srq.WorkerConfig{Concurrency: 6, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Middleware: []srq.Middleware{limit}})
 	if err != nil {
