@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 )
 
 // TestGracefulShutdown stops a worker while handlers run and more tasks wait prefetched. Every task
@@ -84,5 +85,29 @@ func TestGracefulShutdown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShutdownHandsBackWhateverTheHandlerReturns: a handler cut off by shutdown that returns its
+// context's cause (or any error) does not use up an attempt: its one-attempt task is pending again.
+func TestShutdownHandsBackWhateverTheHandlerReturns(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "once", MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		close(started)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}), srq.WorkerConfig{ShutdownTimeout: -1, Logger: quiet})
+	stop := runWorker(t, w)
+	<-started
+	stop()
+	ti, err := q.Engine().Task(ctx, "once")
+	if err != nil || ti.State != engine.StatePending || ti.Attempts != 0 {
+		t.Fatalf("%+v %v: want pending with no attempt used", ti, err)
 	}
 }

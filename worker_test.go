@@ -306,3 +306,44 @@ func TestHandlerContextEndsWithTheLease(t *testing.T) {
 	_ = srv.Signal(syscall.SIGCONT)
 	stop()
 }
+
+// TestLostLeaseStopsTheUnit: when the lease of an ordered run is lost while its first task runs,
+// the later tasks of the run are not run by this worker: another may hold them now.
+func TestLostLeaseStopsTheUnit(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	for _, id := range []string{"A", "B"} {
+		if _, err := q.Publish(ctx, id, &srq.PublishOpts{ID: id, Partition: "p", Ordered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ranB atomic.Bool
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(hctx context.Context, task *srq.Task[string]) error {
+		if task.Value == "B" {
+			ranB.Store(true)
+			return nil
+		}
+		// Another party takes the partition over: A's reject takes B back with it, so both
+		// leases go stale. The handler ignores its context's end and returns nil.
+		if err := q.Engine().Pause(ctx, task.Partition); err != nil {
+			return err
+		}
+		if _, err := q.Engine().Reject(ctx, []engine.Rejection{{Receipt: task.Receipt(), NotAttempt: true}}); err != nil {
+			return err
+		}
+		<-hctx.Done()
+		return nil
+	}), srq.WorkerConfig{Concurrency: 1, Prefetch: 1, Lease: 90 * time.Millisecond, Logger: quiet})
+	n, err := w.RunOnce(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("RunOnce: %d, %v (want a run of 2)", n, err)
+	}
+	if ranB.Load() {
+		t.Fatal("B ran after the run's lease was lost")
+	}
+	st, _ := q.Engine().Stats(ctx)
+	if st.Pending != 2 || st.InFlight != 0 {
+		t.Fatalf("stats %+v: want A and B pending", st)
+	}
+}
