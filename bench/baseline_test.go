@@ -1,0 +1,204 @@
+package bench
+
+// Benchmarks with the same meaning as the baseline library's (smart-redis-queue), so figures
+// compare: publish one task, a batch of 10 or 100; consume (fetch + ack) with one consumer at
+// several prefetch sizes and with several consumers; and consume over 10 to 1,000,000 partitions.
+// They run on the engine, as the baseline's run on its byte-level API.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/redistest"
+	"github.com/srqueue/srq/partition"
+)
+
+var payload20 = []byte("twenty bytes payload")
+
+// newEngine returns an engine on a fresh queue of the benchmark Redis; its keys are removed after.
+func newEngine(b *testing.B) *engine.Engine {
+	b.Helper()
+	c := redistest.Client(b)
+	e, err := engine.New(c, engine.Config{Queue: redistest.Queue(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { dropQueue(b, e) })
+	return e
+}
+
+// dropQueue deletes the keys of e's queue: its own keys only, found by a scan of its prefix.
+func dropQueue(b *testing.B, e *engine.Engine) {
+	ctx := context.Background()
+	c := e.Client()
+	iter := c.Scan(ctx, 0, globEscape(e.Keys().Base())+"*", 10000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			c.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		c.Unlink(ctx, batch...)
+	}
+}
+
+func globEscape(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+// seed publishes n tasks spread over parts partitions (ordered or not), in batches of 1000.
+func seed(b *testing.B, e *engine.Engine, n, parts int, ordered bool) {
+	b.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i += 1000 {
+		msgs := make([]engine.Message, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			p := partition.Key(fmt.Sprint(j % parts))
+			if ordered {
+				p = partition.Ordered(string(p))
+			}
+			msgs = append(msgs, engine.Message{Partition: p, Payload: payload20})
+		}
+		if _, err := e.Publish(ctx, msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchPublish(b *testing.B, batch int) {
+	e := newEngine(b)
+	ctx := context.Background()
+	msgs := make([]engine.Message, batch)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range msgs {
+			msgs[j] = engine.Message{Partition: partition.Key(fmt.Sprint((i*batch + j) % 100)), Payload: payload20}
+		}
+		if _, err := e.Publish(ctx, msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkPublish publishes one task per call (ns per task).
+func BenchmarkPublish(b *testing.B) { benchPublish(b, 1) }
+
+// BenchmarkPublishBatch10 publishes batches of 10 (ns per batch).
+func BenchmarkPublishBatch10(b *testing.B) { benchPublish(b, 10) }
+
+// BenchmarkPublishBatch100 publishes batches of 100 (ns per batch).
+func BenchmarkPublishBatch100(b *testing.B) { benchPublish(b, 100) }
+
+// consume runs fetch(prefetch) + ack until every task of the queue is done; ns per task.
+func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int) {
+	b.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	left := tasks
+	errs := make(chan error, consumers)
+	for c := 0; c < consumers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("bench-%d", c)
+			for {
+				mu.Lock()
+				want := min(prefetch, left)
+				left -= want
+				mu.Unlock()
+				if want <= 0 {
+					return
+				}
+				ds, err := e.Fetch(ctx, name, want, time.Minute)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ds) < want {
+					mu.Lock()
+					left += want - len(ds)
+					mu.Unlock()
+				}
+				rs := make([]engine.Receipt, len(ds))
+				for i := range ds {
+					rs[i] = ds[i].Receipt()
+				}
+				if _, err := e.Ack(ctx, rs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+func benchConsume(b *testing.B, consumers, prefetch, parts int, ordered bool) {
+	e := newEngine(b)
+	seed(b, e, b.N, parts, ordered)
+	b.ResetTimer()
+	consume(b, e, consumers, prefetch, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkConsume: one consumer, fetches of 10 (the worker's default concurrency), ns per task.
+func BenchmarkConsume(b *testing.B) { benchConsume(b, 1, 10, 100, false) }
+
+// BenchmarkConsumePrefetch: one consumer fetching 1 or 5 tasks per call.
+func BenchmarkConsumePrefetch(b *testing.B) {
+	for _, n := range []int{1, 5} {
+		b.Run(fmt.Sprintf("prefetch-%d", n), func(b *testing.B) { benchConsume(b, 1, n, 100, false) })
+	}
+}
+
+// BenchmarkConsumeParallel: 2 or 8 consumers fetching 5 each; wall time per task for the group.
+func BenchmarkConsumeParallel(b *testing.B) {
+	for _, n := range []int{2, 8} {
+		b.Run(fmt.Sprintf("consumers-%d", n), func(b *testing.B) { benchConsume(b, n, 5, 100, false) })
+	}
+}
+
+// BenchmarkConsumePartitions: 8 consumers fetching 5 each over 10 to 1,000,000 partitions,
+// ordered and unordered. The queue holds max(b.N, partitions) tasks so every partition has work.
+func BenchmarkConsumePartitions(b *testing.B) {
+	for _, ordered := range []bool{true, false} {
+		name := "unordered"
+		if ordered {
+			name = "ordered"
+		}
+		b.Run(name, func(b *testing.B) {
+			for _, parts := range []int{10, 1000, 100_000, 1_000_000} {
+				b.Run(fmt.Sprintf("partitions-%d", parts), func(b *testing.B) {
+					e := newEngine(b)
+					total := max(b.N, parts)
+					seed(b, e, total, parts, ordered)
+					b.ResetTimer()
+					consume(b, e, 8, 5, b.N)
+					b.StopTimer()
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+				})
+			}
+		})
+	}
+}
