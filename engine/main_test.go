@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq/internal/redistest"
-	"github.com/srqueue/srq/partition"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -126,8 +125,4 @@ func (b *bundle) waitServerPast(t time.Time) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-}
-
-func msg(p partition.Key, payload string) Message {
-	return Message{Partition: p, Payload: []byte(payload)}
 }

@@ -97,11 +97,11 @@ func (e *Engine) validateMessage(m *Message) error {
 	case m.Delay > MaxDelay:
 		return fmt.Errorf("delay %v is over the limit of %v", m.Delay, MaxDelay)
 	case m.At.After(MaxAt):
-		return fmt.Errorf("At %v is after %v", m.At, MaxAt)
+		return fmt.Errorf("time %v (At) is after %v", m.At, MaxAt)
 	case m.Delay > 0 && !m.At.IsZero():
 		return fmt.Errorf("both Delay and At are set")
 	case !m.At.IsZero() && m.At.UnixMilli() < 0:
-		return fmt.Errorf("At %v is before 1970", m.At)
+		return fmt.Errorf("time %v (At) is before 1970", m.At)
 	case m.MaxAttempts < 0:
 		return fmt.Errorf("negative MaxAttempts %d", m.MaxAttempts)
 	case len(m.Payload) > e.cfg.MaxPayloadBytes:
