@@ -76,6 +76,9 @@ func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 			return TaskInfo{}, fmt.Errorf("srq: task %s: field %s: %w", id, k, err)
 		}
 	}
+	if t.State == "" {
+		t.State = StatePending // a pending task's record has no state field
+	}
 	return t, nil
 }
 

@@ -29,7 +29,10 @@ for i = 3, #ARGV, 8 do
     local t = tonumber(ARGV[i + 4])
     if t <= 0 then t = now + tonumber(ARGV[i + 3]) end
     local s = next_seq()
-    local fields = {'d', ARGV[i + 7], 'p', p, 'r', level, 's', s, 't', t, 'c', now, 'S', 'p'}
+    -- A pending task has no state field and a level-0 task no level field: absent means those, and
+    -- every byte of a task record counts when millions wait.
+    local fields = {'d', ARGV[i + 7], 'p', p, 's', s, 't', t, 'c', now}
+    if level ~= '0' then fields[#fields + 1] = 'r'; fields[#fields + 1] = level end
     if ARGV[i + 5] ~= '0' then fields[#fields + 1] = 'm'; fields[#fields + 1] = ARGV[i + 5] end
     if ARGV[i + 6] ~= '' then fields[#fields + 1] = 'h'; fields[#fields + 1] = ARGV[i + 6] end
     redis.call('HSET', kt, unpack(fields))

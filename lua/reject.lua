@@ -24,7 +24,7 @@ local rejected = 0
 -- order_key is what orders a task in its partition: priority desc, available-at asc, sequence asc.
 local function order_key(kt)
   local f = redis.call('HMGET', kt, 'r', 't', 's')
-  return -tonumber(f[1]), tonumber(f[2]), f[3]
+  return -(tonumber(f[1]) or 0), tonumber(f[2]), f[3]
 end
 
 local function later(a1, a2, a3, b1, b2, b3)
@@ -75,6 +75,7 @@ for i = 4, #ARGV, 5 do
     end
     if max > 0 and attempts >= max then
       local g = redis.call('HMGET', kt, 'r', 's')
+      g[1] = g[1] or '0'
       local kp = k_pending(p, g[1])
       redis.call('ZREM', kp, g[2] .. id)
       if redis.call('EXISTS', kp) == 0 then redis.call('ZREM', k_levels(p), g[1]) end

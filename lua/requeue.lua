@@ -17,7 +17,7 @@ for i = 2, #ARGV do
   local id = ARGV[i]
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'S', 'p', 'r')
-  if not f[1] then
+  if not f[2] then
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= 'd' then
     res[#res + 1] = NOTDEAD
@@ -25,7 +25,7 @@ for i = 2, #ARGV do
     local p, s = f[2], next_seq()
     redis.call('ZREM', K_DEAD, id)
     redis.call('HSET', kt, 'S', 'p', 's', s, 't', now, 'a', 0, 'n', 0)
-    pend(id, kt, p, f[3], s, now)
+    pend(id, kt, p, f[3] or '0', s, now)
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     requeued = requeued + 1
     res[#res + 1] = OK

@@ -210,6 +210,7 @@ end
 -- partition blocked until now+delay; an unordered one at now+delay.
 local function back(id, kt, p, now, delay)
   local f = redis.call('HMGET', kt, 'r', 's', 't')
+  f[1] = f[1] or '0'
   local t = tonumber(f[3])
   if is_ordered(p) then
     if delay > 0 then
