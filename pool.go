@@ -163,7 +163,10 @@ func (p *pool) runUnit(u []*job) {
 			return
 		}
 		err := p.call(j)
-		if back := p.settle(j, err); back {
+		// The tasks of a unit were leased and are extended together: when one lost its lease, the
+		// others' leases are gone as well (or going at the same deadline).
+		lost := errors.Is(context.Cause(j.ctx), ErrLeaseLost)
+		if back := p.settle(j, err); back || lost {
 			for _, later := range u[i+1:] {
 				p.release(later)
 			}
