@@ -74,22 +74,24 @@ func TestLeaseExpiryReturnsTaskAndRefusesOldHolder(t *testing.T) {
 
 func TestExtendKeepsLease(t *testing.T) {
 	t.Parallel()
+	// Long enough that a loaded machine does not stall an iteration past it.
+	const lease = 500 * time.Millisecond
 	b := setup(t, Config{})
 	b.publish(Message{ID: "t1"})
-	ds, err := b.eng.Fetch(b.ctx, "c", 1, shortLease)
+	ds, err := b.eng.Fetch(b.ctx, "c", 1, lease)
 	if err != nil || len(ds) != 1 {
 		t.Fatal(ds, err)
 	}
 	start := b.serverNow()
-	for b.serverNow().Before(start.Add(3 * shortLease)) {
-		errs, _, err := b.eng.Extend(b.ctx, []Receipt{ds[0].Receipt()}, shortLease)
+	for b.serverNow().Before(start.Add(3 * lease)) {
+		errs, _, err := b.eng.Extend(b.ctx, []Receipt{ds[0].Receipt()}, lease)
 		if err != nil || errs[0] != nil {
 			t.Fatalf("extend: %v %v", errs, err)
 		}
 		if rec, err := b.eng.Recover(b.ctx); err != nil || rec.Returned != 0 {
 			t.Fatalf("an extended lease was recovered: %+v %v", rec, err)
 		}
-		time.Sleep(shortLease / 5) // pacing the extender, as a worker does; the asserts wait on nothing
+		time.Sleep(lease / 5) // pacing the extender, as a worker does; the asserts wait on nothing
 	}
 	b.ack(ds...)
 }
