@@ -48,7 +48,11 @@ func TestGracefulShutdown(t *testing.T) {
 					return ctx.Err()
 				}
 			})
-			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 4, Prefetch: 8, ShutdownTimeout: 300 * time.Millisecond, Logger: quiet})
+			timeout := 300 * time.Millisecond // the handlers never finish: cut them off soon
+			if finish {
+				timeout = 10 * time.Second // they finish 50ms after the stop, even on a loaded machine
+			}
+			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 4, Prefetch: 8, ShutdownTimeout: timeout, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}

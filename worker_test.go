@@ -191,7 +191,7 @@ func TestLongHandlerKeepsItsLease(t *testing.T) {
 	if _, err := q.Publish(ctx, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	const lease = 600 * time.Millisecond
+	const lease = time.Second
 	var runs atomic.Int32
 	finished := make(chan error, 1)
 	h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
