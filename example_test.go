@@ -119,3 +119,28 @@ func ExampleRejectWithDelay() {
 	// flaky: done on attempt 2
 	// dead letter: broken - srq: permanent failure: malformed input
 }
+
+// Publishing is idempotent by id: a task whose id is still pending, leased or dead is reported as a
+// duplicate and left unchanged, so a producer may safely retry a publish whose reply it lost.
+func ExampleQueue_PublishBatch() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+
+	q, _ := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events"})
+	batch := []srq.Message[Event]{
+		{Value: Event{"ann", 1}, Opts: srq.PublishOpts{ID: "ann-1", Partition: "ann", Ordered: true}},
+		{Value: Event{"ann", 2}, Opts: srq.PublishOpts{ID: "ann-2", Partition: "ann", Ordered: true, Delay: time.Minute}},
+	}
+	first, _ := q.PublishBatch(ctx, batch)
+	again, _ := q.PublishBatch(ctx, batch) // the reply was lost: publish the same batch again
+	for i := range batch {
+		fmt.Printf("%s: first duplicate=%v, again duplicate=%v\n", first[i].ID, first[i].Duplicate, again[i].Duplicate)
+	}
+	st, _ := q.Engine().Stats(ctx)
+	fmt.Println("pending:", st.Pending)
+	// Output:
+	// ann-1: first duplicate=false, again duplicate=true
+	// ann-2: first duplicate=false, again duplicate=true
+	// pending: 2
+}
