@@ -31,33 +31,11 @@ func newEngine(b *testing.B) *engine.Engine {
 	return e
 }
 
-// dropQueue deletes the keys of e's queue: its own keys only, found by a scan of its prefix.
+// dropQueue deletes the keys of e's queue.
 func dropQueue(b *testing.B, e *engine.Engine) {
-	ctx := context.Background()
-	c := e.Client()
-	iter := c.Scan(ctx, 0, globEscape(e.Keys().Base())+"*", 10000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		if batch = append(batch, iter.Val()); len(batch) == 1000 {
-			c.Unlink(ctx, batch...)
-			batch = batch[:0]
-		}
+	if err := redistest.DropKeys(context.Background(), e.Client(), e.Keys().Base()); err != nil {
+		b.Error(err)
 	}
-	if len(batch) > 0 {
-		c.Unlink(ctx, batch...)
-	}
-}
-
-func globEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', ']', '\\':
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }
 
 // seed publishes n tasks spread over parts partitions (ordered or not), in batches of 1000.

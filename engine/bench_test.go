@@ -329,7 +329,7 @@ func (q *benchQueue) close(tb testing.TB) {
 		}
 	}
 	unlink()
-	iter := q.client.Scan(ctx, 0, redisGlobEscape(k.Base())+"*", 1000).Iterator()
+	iter := q.client.Scan(ctx, 0, redistest.GlobEscape(k.Base())+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		names = append(names, iter.Val())
 		if len(names) >= 1000 {

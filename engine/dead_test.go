@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/srqueue/srq/internal/redistest"
 	"testing"
 	"time"
 
@@ -171,7 +172,7 @@ func TestDeadLetterCaps(t *testing.T) {
 // fixed keys may remain. A test-only scan of the test's own queue.
 func (b *bundle) assertNoTaskKeys() {
 	b.t.Helper()
-	keys, err := b.client.Keys(b.ctx, redisGlobEscape(b.eng.Keys().Base())+"*").Result()
+	keys, err := b.client.Keys(b.ctx, redistest.GlobEscape(b.eng.Keys().Base())+"*").Result()
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -182,16 +183,4 @@ func (b *bundle) assertNoTaskKeys() {
 			b.t.Errorf("key left behind: %q", key)
 		}
 	}
-}
-
-func redisGlobEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', ']', '\\':
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/srqueue/srq/internal/redistest"
 	"slices"
 	"strconv"
 	"strings"
@@ -405,7 +406,7 @@ func keysFixedTypes(k Keys) map[string]string {
 func (b *bundle) keysInRedis() map[string]string {
 	b.t.Helper()
 	var names []string
-	iter := b.client.Scan(b.ctx, 0, redisGlobEscape(b.eng.Keys().Base())+"*", 1000).Iterator()
+	iter := b.client.Scan(b.ctx, 0, redistest.GlobEscape(b.eng.Keys().Base())+"*", 1000).Iterator()
 	for iter.Next(b.ctx) {
 		names = append(names, iter.Val())
 	}

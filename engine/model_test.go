@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/srqueue/srq/internal/redistest"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -1209,7 +1210,7 @@ func (r *modelRun) checkFull() {
 func (r *modelRun) checkKeys() {
 	m := r.m
 	k := r.b.eng.Keys()
-	got, err := r.b.client.Keys(r.ctx, redisGlobEscape(k.Base())+"*").Result()
+	got, err := r.b.client.Keys(r.ctx, redistest.GlobEscape(k.Base())+"*").Result()
 	r.must(err, "list keys")
 	optional := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true}
 	need := map[string]bool{}

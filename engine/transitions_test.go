@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"github.com/srqueue/srq/internal/redistest"
 	"slices"
 	"sort"
 	"strings"
@@ -34,7 +35,7 @@ func (b *bundle) readState() state {
 	s.Inflight, _ = c.ZRange(ctx, k.Inflight(), 0, -1).Result()
 	sort.Strings(s.Inflight)
 	s.Dead, _ = c.ZRange(ctx, k.Dead(), 0, -1).Result()
-	keys, err := c.Keys(ctx, redisGlobEscape(k.Base())+"*").Result()
+	keys, err := c.Keys(ctx, redistest.GlobEscape(k.Base())+"*").Result()
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -314,17 +314,9 @@ func connect(url string) (redis.UniversalClient, func(), error) {
 	return c, func() { _ = c.Close(); srv.Stop() }, nil
 }
 
-// drop deletes the keys of e's queue, found by a scan of its own prefix.
+// drop deletes the keys of e's queue.
 func drop(ctx context.Context, c redis.UniversalClient, e *engine.Engine) {
-	iter := c.Scan(ctx, 0, e.Keys().Base()+"*", 10000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		if batch = append(batch, iter.Val()); len(batch) == 1000 {
-			c.Unlink(ctx, batch...)
-			batch = batch[:0]
-		}
-	}
-	if len(batch) > 0 {
-		c.Unlink(ctx, batch...)
+	if err := redistest.DropKeys(ctx, c, e.Keys().Base()); err != nil {
+		fmt.Fprintln(os.Stderr, "cleanup:", err)
 	}
 }
