@@ -16,6 +16,3 @@ type Task[T any] struct {
 	Value T
 	*Delivery
 }
-
-// Ordered reports whether the task belongs to an ordered partition.
-func (d *Delivery) Ordered() bool { return d.Partition.IsOrdered() }

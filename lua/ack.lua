@@ -44,7 +44,8 @@ for i = 1, #done, 1000 do
   redis.call('ZREM', K_INFLIGHT, unpack(done, i, j))
 end
 for i = 1, #parts do
-  if is_ordered(parts[i]) then release(parts[i], now) else place(parts[i], now) end
+  -- An ordered partition was held, so it is in neither index; a limited one may be in either.
+  place(parts[i], now, is_ordered(parts[i]))
 end
 if window > 0 and acked > 0 then prune_dedup(now, window, math.min(100 + acked, 1000)) end
 stat('acked', acked)

@@ -54,10 +54,7 @@ end
 -- Returns whether p is in ready now.
 local function place_new(p, first_t)
   local paused, limit, blocked = meta(p)
-  if paused or limit or blocked then
-    place(p, now)
-    return redis.call('ZSCORE', K_READY, p) ~= false
-  end
+  if paused or limit or blocked then return place(p, now) end
   if is_ordered(p) and redis.call('EXISTS', k_held(p)) == 1 then return false end
   local e = first_t
   local s = tonumber(redis.call('ZSCORE', K_SCHED, p))

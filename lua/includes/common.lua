@@ -150,47 +150,34 @@ end
 
 -- place puts p where its state says it belongs: in ready (keeping its turn if already there), in
 -- sched at the time it can next yield work, or in neither (empty, paused or held). Every script
--- that changes a partition ends by placing it. Counts the partitions that became ready, for wake-ups.
-local function place(p, now)
+-- that changes a partition places it (fetch and publish with shortcuts for what they already
+-- know). outside says p is known to be in neither index, as a held partition whose last lease just
+-- ended is, which spares the look-ups of ready and sched. Counts the partitions that became ready,
+-- for wake-ups, and returns whether p is in ready now.
+local function place(p, now, outside)
   local paused, limit, blocked = meta(p)
   local e
   if not paused and not is_held(p, limit) then e = earliest(p) end
   if not e then
-    redis.call('ZREM', K_READY, p)
-    redis.call('ZREM', K_SCHED, p)
+    if not outside then
+      redis.call('ZREM', K_READY, p)
+      redis.call('ZREM', K_SCHED, p)
+    end
     if blocked and blocked <= now then meta_del(p, 'b') end
-    return
+    return false
   end
   if blocked and blocked > e then e = blocked end
   if e <= now then
-    if not redis.call('ZSCORE', K_READY, p) then
-      redis.call('ZREM', K_SCHED, p)
+    if outside or not redis.call('ZSCORE', K_READY, p) then
+      if not outside then redis.call('ZREM', K_SCHED, p) end
       ready_push(p)
       wakes = wakes + 1
     end
-  else
-    redis.call('ZREM', K_READY, p)
-    schedule(p, e)
+    return true
   end
-end
-
--- release places ordered partition p after its leased tasks ended: it was held, so it is in
--- neither ready nor sched, and place's look-ups of those can be skipped.
-local function release(p, now)
-  local paused, _, blocked = meta(p)
-  if paused or redis.call('EXISTS', k_held(p)) == 1 then return end
-  local e = earliest(p)
-  if not e then
-    if blocked and blocked <= now then meta_del(p, 'b') end
-    return
-  end
-  if blocked and blocked > e then e = blocked end
-  if e <= now then
-    ready_push(p)
-    wakes = wakes + 1
-  else
-    schedule(p, e)
-  end
+  if not outside then redis.call('ZREM', K_READY, p) end
+  schedule(p, e)
+  return false
 end
 
 -- pend puts task id (record kt, partition p) into its partition's pending set at time t.
