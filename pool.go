@@ -19,6 +19,7 @@ const settleTimeout = 10 * time.Second
 // lost, and the timer that ends it at the lease deadline unless the extender moves it.
 type job struct {
 	d      *Delivery
+	eng    *engine.Engine // the engine of the task's shard
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
@@ -36,14 +37,11 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(base, settleTimeout)
 }
 
-// fetchLoop fetches as many tasks as there are free slots, groups them into units (the tasks of
-// one ordered partition together, every other task alone) and hands the units to the handlers.
-// It ends when ctx ends, and closes units.
-func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job) error {
-	defer close(units)
-	// Tasks fetched but not started go back at once when ctx ends, even while every handler is
-	// still busy: handlers that find a unit after that hand it back too.
-	defer p.handBackWaiting(units)
+// fetchLoop fetches from one shard's engine as many tasks as there are free slots, groups them
+// into units (the tasks of one ordered partition together, every other task alone) and hands the
+// units to the handlers. While the shard has no work it blocks in Redis holding no slot, so the
+// fetchers of other shards can use them. It ends when ctx ends.
+func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng *engine.Engine) error {
 	w := p.w
 	backoff := time.Duration(0)
 	for {
@@ -62,9 +60,16 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job) err
 				break grab
 			}
 		}
-		ds, err := w.eng.FetchWait(ctx, w.consumer, n, w.cfg.Lease, w.cfg.PollWait)
+		ds, nextDue, err := eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
 		for i := len(ds); i < n; i++ {
 			p.slots <- struct{}{}
+		}
+		if err == nil && len(ds) == 0 {
+			wait := w.cfg.PollWait
+			if nextDue >= 0 {
+				wait = max(min(wait, nextDue), time.Millisecond)
+			}
+			err = eng.Wait(ctx, wait)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -80,17 +85,25 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job) err
 			continue
 		}
 		backoff = 0
-		for _, u := range p.group(ds, handlerCtx) {
+		if len(ds) == 0 {
+			continue
+		}
+		engs := make([]*engine.Engine, len(ds))
+		for i := range engs {
+			engs[i] = eng
+		}
+		for _, u := range p.group(ds, engs, handlerCtx) {
 			units <- u // never blocks: units has room for every slot
 		}
 	}
 }
 
-func (p *pool) group(ds []engine.Delivery, handlerCtx context.Context) [][]*job {
+// group makes units of ds, whose shard engines engs gives, one for one.
+func (p *pool) group(ds []engine.Delivery, engs []*engine.Engine, handlerCtx context.Context) [][]*job {
 	var units [][]*job
 	ordered := map[partition.Key]int{}
 	for i := range ds {
-		j := p.newJob(&ds[i], handlerCtx)
+		j := p.newJob(&ds[i], engs[i], handlerCtx)
 		if key := ds[i].Partition; key.IsOrdered() {
 			if k, ok := ordered[key]; ok {
 				units[k] = append(units[k], j)
@@ -103,9 +116,9 @@ func (p *pool) group(ds []engine.Delivery, handlerCtx context.Context) [][]*job 
 	return units
 }
 
-func (p *pool) newJob(d *engine.Delivery, handlerCtx context.Context) *job {
+func (p *pool) newJob(d *engine.Delivery, eng *engine.Engine, handlerCtx context.Context) *job {
 	ctx, cancel := context.WithCancelCause(handlerCtx)
-	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue}, ctx: ctx, cancel: cancel}
+	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue}, eng: eng, ctx: ctx, cancel: cancel}
 	j.timer = time.AfterFunc(time.Until(d.LeaseDeadline), func() { cancel(ErrLeaseLost) })
 	p.w.mu.Lock()
 	p.w.jobs[d.ID] = j
@@ -215,7 +228,7 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 	case errors.As(err, &perm):
 		ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
 		defer cancel()
-		errs, kerr := w.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
+		errs, kerr := j.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
 		p.logSettle("kill", j, kerr, errs)
 		p.release(j)
 		// A kill that did not happen leaves the task to come back when its lease expires: the
@@ -234,7 +247,7 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 	r.Delay = min(max(r.Delay, 0), engine.MaxDelay)
 	ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
 	defer cancel()
-	res, rerr := w.eng.Reject(ctx, []engine.Rejection{r})
+	res, rerr := j.eng.Reject(ctx, []engine.Rejection{r})
 	p.release(j)
 	if rerr != nil {
 		w.log.Error("reject failed; the task returns when its lease expires", "task", j.d.ID, "err", rerr)
@@ -248,24 +261,36 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 }
 
 // handBack returns tasks that were not run (or were cut off by shutdown) without counting an
-// attempt; for an ordered partition the engine keeps their positions.
+// attempt; for an ordered partition the engine keeps their positions. The tasks of one unit share
+// a partition, so a shard: one call.
 func (p *pool) handBack(js []*job) {
 	if len(js) == 0 {
 		return
 	}
-	rs := make([]engine.Rejection, len(js))
-	for i, j := range js {
-		// No reason: the task did not fail, so its last error stays as it was.
-		rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
-	}
 	ctx, cancel := p.settleCtx(context.WithoutCancel(js[0].ctx))
 	defer cancel()
-	if _, err := p.w.eng.Reject(ctx, rs); err != nil {
-		p.w.log.Error("hand back failed; the tasks return when their leases expire", "tasks", len(js), "err", err)
+	for eng, group := range byShard(js) {
+		rs := make([]engine.Rejection, len(group))
+		for i, j := range group {
+			// No reason: the task did not fail, so its last error stays as it was.
+			rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
+		}
+		if _, err := eng.Reject(ctx, rs); err != nil {
+			p.w.log.Error("hand back failed; the tasks return when their leases expire", "tasks", len(group), "err", err)
+		}
 	}
 	for _, j := range js {
 		p.release(j)
 	}
+}
+
+// byShard groups jobs by the engine of their shard, keeping their order within each group.
+func byShard(js []*job) map[*engine.Engine][]*job {
+	m := make(map[*engine.Engine][]*job, 1)
+	for _, j := range js {
+		m[j.eng] = append(m[j.eng], j)
+	}
+	return m
 }
 
 func (p *pool) logSettle(op string, j *job, err error, errs []error) {
@@ -295,24 +320,31 @@ func (p *pool) ackLoop(base context.Context) error {
 				break drain
 			}
 		}
-		rs := make([]engine.Receipt, len(batch))
-		for i, j := range batch {
-			rs[i] = j.d.Receipt()
-		}
-		ctx, cancel := p.settleCtx(base)
-		errs, err := p.w.eng.Ack(ctx, rs)
-		cancel()
-		if err != nil {
-			p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(rs), "err", err)
-		}
-		for i, j := range batch {
-			if err == nil && errs[i] != nil {
-				p.w.log.Info("ack refused: the lease was lost", "task", j.d.ID, "err", errs[i])
-			}
-			p.release(j)
+		for eng, group := range byShard(batch) {
+			p.ack(base, eng, group)
 		}
 	}
 	return nil
+}
+
+// ack acks jobs of one shard in one call and releases them.
+func (p *pool) ack(base context.Context, eng *engine.Engine, js []*job) {
+	rs := make([]engine.Receipt, len(js))
+	for i, j := range js {
+		rs[i] = j.d.Receipt()
+	}
+	ctx, cancel := p.settleCtx(base)
+	errs, err := eng.Ack(ctx, rs)
+	cancel()
+	if err != nil {
+		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(rs), "err", err)
+	}
+	for i, j := range js {
+		if err == nil && errs[i] != nil {
+			p.w.log.Info("ack refused: the lease was lost", "task", j.d.ID, "err", errs[i])
+		}
+		p.release(j)
+	}
 }
 
 // extendLoop extends the leases of every held task every Lease/3. A task whose lease is refused
@@ -329,38 +361,46 @@ func (p *pool) extendLoop(ctx context.Context) error {
 		case <-t.C:
 		}
 		w.mu.Lock()
-		js := make([]*job, 0, len(w.jobs))
+		all := make([]*job, 0, len(w.jobs))
 		for _, j := range w.jobs {
-			js = append(js, j)
+			all = append(all, j)
 		}
 		w.mu.Unlock()
-		for len(js) > 0 {
-			chunk := js[:min(len(js), 500)]
-			js = js[len(chunk):]
-			rs := make([]engine.Receipt, len(chunk))
-			for i, j := range chunk {
-				rs[i] = j.d.Receipt()
+		for eng, js := range byShard(all) {
+			p.extend(ctx, eng, js)
+		}
+	}
+}
+
+// extend extends the leases of jobs of one shard, in chunks of 500.
+func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
+	w := p.w
+	for len(js) > 0 {
+		chunk := js[:min(len(js), 500)]
+		js = js[len(chunk):]
+		rs := make([]engine.Receipt, len(chunk))
+		for i, j := range chunk {
+			rs[i] = j.d.Receipt()
+		}
+		errs, deadline, err := eng.Extend(ctx, rs, w.cfg.Lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("lease extension failed", "tasks", len(rs), "err", err)
 			}
-			errs, deadline, err := w.eng.Extend(ctx, rs, w.cfg.Lease)
-			if err != nil {
-				if ctx.Err() == nil {
-					w.log.Error("lease extension failed", "tasks", len(rs), "err", err)
-				}
+			continue
+		}
+		w.mu.Lock()
+		for i, j := range chunk {
+			if w.jobs[j.d.ID] != j {
+				continue // settled since the snapshot
+			}
+			if errs[i] != nil {
+				j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, errs[i]))
 				continue
 			}
-			w.mu.Lock()
-			for i, j := range chunk {
-				if w.jobs[j.d.ID] != j {
-					continue // settled since the snapshot
-				}
-				if errs[i] != nil {
-					j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, errs[i]))
-					continue
-				}
-				j.timer.Reset(time.Until(deadline))
-			}
-			w.mu.Unlock()
+			j.timer.Reset(time.Until(deadline))
 		}
+		w.mu.Unlock()
 	}
 }
 
@@ -370,11 +410,14 @@ func (p *pool) recoverLoop(ctx context.Context) error {
 	t := time.NewTicker(w.cfg.RecoverInterval)
 	defer t.Stop()
 	for {
-		r, err := w.eng.RecoverAll(ctx)
-		if err != nil && ctx.Err() == nil {
-			w.log.Error("recovery failed", "err", err)
-		} else if r.Returned+r.DeadLettered > 0 {
-			w.log.Info("recovered expired leases", "returned", r.Returned, "dead_lettered", r.DeadLettered)
+		for _, eng := range w.shards.engines {
+			r, err := eng.RecoverAll(ctx)
+			if err != nil && ctx.Err() == nil {
+				w.log.Error("recovery failed", "queue", eng.Config().Queue, "err", err)
+			} else if r.Returned+r.DeadLettered > 0 {
+				w.log.Info("recovered expired leases", "queue", eng.Config().Queue,
+					"returned", r.Returned, "dead_lettered", r.DeadLettered)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -18,8 +18,14 @@ const DefaultMaxAttempts = 25
 
 // QueueConfig configures a queue. Zero values mean the documented defaults.
 type QueueConfig struct {
-	// Name names the queue. Required; at most 200 bytes; no '{' or '}'.
+	// Name names the queue. Required; at most 200 bytes; no '{', '}' or '#'.
 	Name string
+	// Shards splits the queue over this many shards, each with its own Redis Cluster hash tag, so
+	// a cluster spreads the queue's work over its masters. A partition lives in one shard (a
+	// stable hash of its key), so its order holds. Default 1; at most engine.MaxShards. Every
+	// producer and worker of a queue must use the same count: the first to touch Redis registers
+	// it, and the others fail with ErrShardCount. See docs/scaling.md.
+	Shards int
 	// Prefix starts every Redis key of the queue. Default "srq".
 	Prefix string
 	// Codec turns values into payloads and back. Default codec.MsgPack{}.
@@ -60,7 +66,7 @@ type PublishMiddleware func(next PublishFunc) PublishFunc
 
 // Queue publishes values of type T to one queue. It is safe for concurrent use.
 type Queue[T any] struct {
-	eng         *engine.Engine
+	shards      *shardSet
 	codec       codec.Codec
 	name        string
 	maxAttempts int
@@ -70,11 +76,7 @@ type Queue[T any] struct {
 // NewQueue returns the queue cfg.Name on client (single node, Sentinel or Cluster). It does not
 // talk to Redis. It fails with ErrInvalid for a nil client or an invalid configuration.
 func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], error) {
-	eng, err := engine.New(client, engine.Config{
-		Queue: cfg.Name, Prefix: cfg.Prefix, DedupWindow: cfg.DedupWindow,
-		DeadLetterMaxCount: cfg.DeadLetterMaxCount, DeadLetterMaxAge: cfg.DeadLetterMaxAge,
-		CrashIsNotAttempt: cfg.CrashIsNotAttempt, MaxPayloadBytes: cfg.MaxPayloadBytes,
-	})
+	shards, err := newShardSet(client, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -83,12 +85,12 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 		maxAttempts = 0 // the engine's "no limit"
 	}
 	publish := PublishFunc(func(ctx context.Context, p *Publishing) ([]PublishResult, error) {
-		return eng.Publish(ctx, p.Messages)
+		return shards.publish(ctx, p.Messages)
 	})
 	for i := len(cfg.PublishMiddleware) - 1; i >= 0; i-- {
 		publish = cfg.PublishMiddleware[i](publish)
 	}
-	return &Queue[T]{eng: eng, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
+	return &Queue[T]{shards: shards, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
 		maxAttempts: maxAttempts, publish: publish}, nil
 }
 
@@ -96,8 +98,18 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 func (q *Queue[T]) Name() string { return q.name }
 
 // Engine returns the byte-level engine under the queue, for operations the typed API does not
-// cover (dead letters, partition controls, stats).
-func (q *Queue[T]) Engine() *engine.Engine { return q.eng }
+// cover (dead letters, partition controls, stats); of a sharded queue, the first shard's (see
+// Shards and ShardOf).
+func (q *Queue[T]) Engine() *engine.Engine { return q.shards.engines[0] }
+
+// Shards returns the engines of the queue's shards, one per shard, in shard order.
+func (q *Queue[T]) Shards() []*engine.Engine {
+	return append([]*engine.Engine(nil), q.shards.engines...)
+}
+
+// ShardOf returns the engine of the shard that holds partition p (see PublishOpts.Partition and
+// Ordered for how a partition key is built).
+func (q *Queue[T]) ShardOf(p partition.Key) *engine.Engine { return q.shards.of(p) }
 
 // PublishOpts are the per-task options of a publish. The zero value publishes to the base
 // partition, now, with priority 0, a generated id and the queue's max attempts.

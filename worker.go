@@ -47,12 +47,13 @@ type WorkerConfig struct {
 	PollWait time.Duration
 }
 
-// Worker runs a handler over one queue with a bounded pool of goroutines: a fetcher that blocks in
-// Redis while there is no work, Concurrency handlers, a lease extender, a recoverer and a batched
-// acker, supervised by an errgroup. Tasks of one ordered partition fetched together run one after
+// Worker runs a handler over one queue with a bounded pool of goroutines: a fetcher per shard that
+// blocks in Redis while its shard has no work, Concurrency handlers, a lease extender, a recoverer
+// and a batched acker, supervised by an errgroup. The fetchers of a sharded queue share the pool's
+// free slots, taking turns, so every shard is served and an idle one holds no slot. Tasks of one ordered partition fetched together run one after
 // another in one handler.
 type Worker struct {
-	eng      *engine.Engine
+	shards   *shardSet
 	queue    string
 	work     WorkFunc
 	cfg      WorkerConfig
@@ -104,7 +105,7 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
 		work = cfg.Middleware[i](work)
 	}
-	return &Worker{eng: q.eng, queue: q.name, work: work, cfg: cfg, consumer: cfg.ConsumerID,
+	return &Worker{shards: q.shards, queue: q.name, work: work, cfg: cfg, consumer: cfg.ConsumerID,
 		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[string]*job{}}, nil
 }
 
@@ -117,12 +118,19 @@ func defaultConsumerID() string {
 // fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
 // rest and hands their tasks back, and flushes its acks. It returns nil after a graceful shutdown,
 // once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
-// fails at once if the worker is already running.
+// fails at once if the worker is already running, and with an error wrapping ErrShardCount when
+// the queue is registered with another shard count.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("srq: worker is already running")
 	}
 	defer w.running.Store(false)
+	if err := w.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // ctx ended before Redis answered: nothing was started
+		}
+		return err
+	}
 
 	// Handlers and settlement outlive ctx by up to ShutdownTimeout, so they run on a context
 	// without ctx's cancellation and end on their own signals.
@@ -143,7 +151,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	p := &pool{w: w, slots: slots, acks: acks, stopping: ctx.Done()}
 
 	var handlers errgroup.Group
-	handlers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units) })
+	handlers.Go(func() error {
+		// Tasks fetched but not started go back at once when ctx ends, even while every handler
+		// is still busy: handlers that find a unit after that hand it back too.
+		defer close(units)
+		defer p.handBackWaiting(units)
+		var fetchers errgroup.Group
+		for _, eng := range w.shards.engines {
+			fetchers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units, eng) })
+		}
+		return fetchers.Wait()
+	})
 	for i := 0; i < w.cfg.Concurrency; i++ {
 		handlers.Go(func() error { return p.handleLoop(units) })
 	}
@@ -187,10 +205,13 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	}
 	defer w.running.Store(false)
 
-	capacity := w.cfg.Concurrency + w.cfg.Prefetch
-	ds, err := w.eng.Fetch(ctx, w.consumer, capacity, w.cfg.Lease)
-	if err != nil {
+	if err := w.shards.register(ctx); err != nil {
 		return 0, err
+	}
+	capacity := w.cfg.Concurrency + w.cfg.Prefetch
+	ds, engs, fetchErr := w.fetchShards(ctx, capacity)
+	if fetchErr != nil && len(ds) == 0 {
+		return 0, fetchErr
 	}
 	base := context.WithoutCancel(ctx)
 	loopCtx, stopLoops := context.WithCancel(base)
@@ -202,7 +223,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	defer stopAfter()
 	p := &pool{w: w, slots: make(chan struct{}, capacity), acks: make(chan *job, capacity), stopping: ctx.Done()}
 	units := make(chan []*job, capacity)
-	for _, u := range p.group(ds, handlerCtx) {
+	for _, u := range p.group(ds, engs, handlerCtx) {
 		units <- u
 	}
 	close(units)
@@ -214,8 +235,57 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	for i := 0; i < w.cfg.Concurrency; i++ {
 		handlers.Go(func() error { return p.handleLoop(units) })
 	}
-	err = handlers.Wait()
+	err := handlers.Wait()
 	close(p.acks)
 	stopLoops()
-	return len(ds), errors.Join(err, loops.Wait())
+	return len(ds), errors.Join(fetchErr, err, loops.Wait())
+}
+
+// fetchShards fetches up to n ready tasks from the shards, starting at a random one so that no
+// shard is always served first, and returns each task's shard engine with it. With tasks fetched
+// already, a later shard's error is returned along with them.
+func (w *Worker) fetchShards(ctx context.Context, n int) ([]engine.Delivery, []*engine.Engine, error) {
+	var (
+		ds   []engine.Delivery
+		engs []*engine.Engine
+	)
+	all := w.shards.engines
+	start := rand.IntN(len(all))
+	for k := range all {
+		if len(ds) >= n {
+			break
+		}
+		eng := all[(start+k)%len(all)]
+		got, err := eng.Fetch(ctx, w.consumer, n-len(ds), w.cfg.Lease)
+		if err != nil {
+			return ds, engs, err
+		}
+		ds = append(ds, got...)
+		for range got {
+			engs = append(engs, eng)
+		}
+	}
+	return ds, engs, nil
+}
+
+// register records the queue's shard count, retrying while Redis is unreachable, until ctx ends.
+// It fails with an error wrapping ErrShardCount, or ctx's error.
+func (w *Worker) register(ctx context.Context) error {
+	backoff := time.Duration(0)
+	for {
+		err := w.shards.register(ctx)
+		if err == nil || errors.Is(err, ErrShardCount) || errors.Is(err, ErrInvalid) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+		w.log.Error("register queue failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }

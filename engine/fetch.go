@@ -48,6 +48,35 @@ func (e *Engine) Fetch(ctx context.Context, consumer string, n int, lease time.D
 	return ds, err
 }
 
+// FetchNext is Fetch that also says how long until the queue's next delayed task is due, as far
+// as the fetch saw (-1: none), so a caller that waits itself (with Wait) knows how long it may.
+func (e *Engine) FetchNext(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, time.Duration, error) {
+	return e.fetch(ctx, consumer, n, lease)
+}
+
+// Wait blocks in Redis until a publish or a release makes work ready, d passes, or ctx ends; in
+// slices of at most MaxBlock, so a cancellation is noticed. It returns nil when woken or when d
+// passes, ctx's error when ctx ends, and Redis's error.
+func (e *Engine) Wait(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		block := min(time.Until(end), e.cfg.MaxBlock)
+		if dl, ok := ctx.Deadline(); ok {
+			block = min(block, time.Until(dl))
+		}
+		if block <= 0 {
+			return nil
+		}
+		woken, err := e.blockWoken(ctx, block)
+		if err != nil || woken {
+			return err
+		}
+	}
+}
+
 // FetchWait is Fetch that, when nothing is ready, blocks in Redis until a publish or a release
 // makes work ready, the next delayed task is due, wait passes, or ctx ends. It returns no tasks and
 // a nil error when wait passes; ctx's error when ctx ends.
@@ -77,9 +106,16 @@ func (e *Engine) FetchWait(ctx context.Context, consumer string, n int, lease, w
 	}
 }
 
-// block waits on the wake-up list for at most d. go-redis sends whole seconds for BLPop, so a
-// shorter wait is sent as a fractional timeout (Redis 6+), which uses the client's ReadTimeout.
+// block waits on the wake-up list for at most d.
 func (e *Engine) block(ctx context.Context, d time.Duration) error {
+	_, err := e.blockWoken(ctx, d)
+	return err
+}
+
+// blockWoken waits on the wake-up list for at most d and reports whether a wake-up came. go-redis
+// sends whole seconds for BLPop, so a shorter wait is sent as a fractional timeout (Redis 6+),
+// which uses the client's ReadTimeout.
+func (e *Engine) blockWoken(ctx context.Context, d time.Duration) (bool, error) {
 	var err error
 	if d >= time.Second {
 		err = e.client.BLPop(ctx, d.Truncate(time.Second), e.keys.Wake()).Err()
@@ -87,13 +123,16 @@ func (e *Engine) block(ctx context.Context, d time.Duration) error {
 		secs := strconv.FormatFloat(max(d.Seconds(), 0.001), 'f', 3, 64)
 		err = e.client.Do(ctx, "blpop", e.keys.Wake(), secs).Err()
 	}
-	if err != nil && !errors.Is(err, redis.Nil) {
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case err != nil:
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return ctxErr
+			return false, ctxErr
 		}
-		return fmt.Errorf("srq: wait for work: %w", err)
+		return false, fmt.Errorf("srq: wait for work: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // fetch runs fetch.lua once; nextDue is how long until delayed work is due (-1: none).

@@ -81,6 +81,17 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 	return out, nil
 }
 
+// Validate checks msgs as Publish would, without writing anything, so a caller that splits a
+// batch over several engines (shards) can refuse it whole. It fails with ErrInvalid.
+func (e *Engine) Validate(msgs []Message) error {
+	for i := range msgs {
+		if err := e.validateMessage(&msgs[i]); err != nil {
+			return fmt.Errorf("%w: message %d: %w", ErrInvalid, i, err)
+		}
+	}
+	return nil
+}
+
 // validateMessage checks m and returns a plain error; Publish wraps it with ErrInvalid.
 func (e *Engine) validateMessage(m *Message) error {
 	if err := validID(m.ID, true); err != nil {

@@ -253,7 +253,7 @@ func Queue(tb testing.TB) string {
 	tb.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	name := strings.NewReplacer("/", ".", "{", "(", "}", ")", " ", "_").Replace(tb.Name())
+	name := strings.NewReplacer("/", ".", "{", "(", "}", ")", " ", "_", "#", "_").Replace(tb.Name())
 	if len(name) > 100 {
 		name = name[:100]
 	}

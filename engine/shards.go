@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// MaxShards is the most shards one queue may be split into.
+const MaxShards = 1024
+
+// ShardSeparator joins a sharded queue's name and a shard number into the name of the shard's
+// engine queue ("orders#3"). Names of queues that may be sharded must not hold it, so that no
+// queue's keys can collide with another queue's shard.
+const ShardSeparator = "#"
+
+// ErrShardCount is wrapped by the error for a queue configured with a shard count other than the
+// one it is registered with: tasks would be looked for in the wrong shards, so it is refused.
+var ErrShardCount = errors.New("srq: shard count differs from the queue's registered shard count")
+
+// ValidateQueueName checks the name of a queue that may be sharded: the rules of NewKeys, and no
+// ShardSeparator. It fails with ErrInvalid.
+func ValidateQueueName(name string) error {
+	if err := validName("queue name", name); err != nil {
+		return err
+	}
+	if strings.Contains(name, ShardSeparator) {
+		return invalidf("queue name %q holds %q, which names shards", name, ShardSeparator)
+	}
+	return nil
+}
+
+// ShardQueue returns the engine queue name of shard i of queue split into n shards: queue itself
+// when n is 1, else "queue#i". Each shard has its own hash tag, so on a Redis Cluster the shards
+// spread over the slots, and so over the masters.
+func ShardQueue(queue string, n, i int) string {
+	if n <= 1 {
+		return queue
+	}
+	return queue + ShardSeparator + strconv.Itoa(i)
+}
+
+// ShardOf returns the shard, in [0, n), that partition p lives in: a stable hash (FNV-1a) of the
+// key, so every task of a partition goes to one shard and keeps its order.
+func ShardOf(p partition.Key, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(p))
+	return int(h.Sum32() % uint32(n))
+}
+
+// RegistryKey is the HASH that names every registered queue of prefix, with its shard count. It
+// has no hash tag of its own: it is read and written only outside scripts.
+func RegistryKey(prefix string) string { return prefix + ":queues" }
+
+// RegisterQueue records that queue, under prefix, is split into shards shards, unless it is
+// registered already. It fails with an error wrapping ErrShardCount when the queue is registered
+// with another count, with ErrInvalid for a bad name or count, and with Redis's error.
+func RegisterQueue(ctx context.Context, client redis.UniversalClient, prefix, queue string, shards int) error {
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if err := validName("key prefix", prefix); err != nil {
+		return err
+	}
+	if shards < 1 || shards > MaxShards {
+		return invalidf("shard count %d is outside [1, %d]", shards, MaxShards)
+	}
+	key := RegistryKey(prefix)
+	set, err := client.HSetNX(ctx, key, queue, shards).Result()
+	if err != nil {
+		return fmt.Errorf("srq: register queue %q: %w", queue, err)
+	}
+	if set {
+		return nil
+	}
+	got, err := client.HGet(ctx, key, queue).Int()
+	if err != nil {
+		return fmt.Errorf("srq: register queue %q: %w", queue, err)
+	}
+	if got != shards {
+		return fmt.Errorf("%w: queue %q has %d shards, the configuration says %d; "+
+			"to change it, publish to a queue of another name and drain this one", ErrShardCount, queue, got, shards)
+	}
+	return nil
+}
+
+// QueueInfo names a registered queue.
+type QueueInfo struct {
+	Name   string
+	Shards int
+}
+
+// Queues returns the queues registered under prefix, sorted by name. Queues register when they
+// first publish or a worker starts on them. It fails with Redis's error.
+func Queues(ctx context.Context, client redis.UniversalClient, prefix string) ([]QueueInfo, error) {
+	m, err := client.HGetAll(ctx, RegistryKey(prefix)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("srq: list queues: %w", err)
+	}
+	qs := make([]QueueInfo, 0, len(m))
+	for name, v := range m {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("srq: queue %q has a malformed shard count %q in %s", name, v, RegistryKey(prefix))
+		}
+		qs = append(qs, QueueInfo{Name: name, Shards: n})
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
+	return qs, nil
+}
+
+// QueueShards returns the shard count queue is registered with under prefix. It fails with
+// ErrNotFound when the queue is not registered, and with Redis's error.
+func QueueShards(ctx context.Context, client redis.UniversalClient, prefix, queue string) (int, error) {
+	n, err := client.HGet(ctx, RegistryKey(prefix), queue).Int()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, fmt.Errorf("%w: queue %q is not registered under prefix %q", ErrNotFound, queue, prefix)
+	case err != nil:
+		return 0, fmt.Errorf("srq: look up queue %q: %w", queue, err)
+	}
+	return n, nil
+}

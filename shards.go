@@ -1,0 +1,152 @@
+package srq
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// ErrShardCount is wrapped by the error for a queue configured with a shard count other than the
+// one it is registered with in Redis.
+var ErrShardCount = engine.ErrShardCount
+
+// shardSet is a queue's shards, one engine each, and whether their count is registered yet.
+type shardSet struct {
+	client     redis.UniversalClient
+	prefix     string
+	name       string
+	engines    []*engine.Engine
+	registered atomic.Bool
+}
+
+func newShardSet(client redis.UniversalClient, cfg QueueConfig) (*shardSet, error) {
+	if err := engine.ValidateQueueName(cfg.Name); err != nil {
+		return nil, err
+	}
+	n := cmp.Or(cfg.Shards, 1)
+	if n < 1 || n > engine.MaxShards {
+		return nil, fmt.Errorf("%w: Shards %d is outside [1, %d]", ErrInvalid, cfg.Shards, engine.MaxShards)
+	}
+	s := &shardSet{client: client, prefix: cmp.Or(cfg.Prefix, engine.DefaultPrefix), name: cfg.Name}
+	for i := 0; i < n; i++ {
+		eng, err := engine.New(client, engine.Config{
+			Queue: engine.ShardQueue(cfg.Name, n, i), Prefix: cfg.Prefix, DedupWindow: cfg.DedupWindow,
+			DeadLetterMaxCount: cfg.DeadLetterMaxCount, DeadLetterMaxAge: cfg.DeadLetterMaxAge,
+			CrashIsNotAttempt: cfg.CrashIsNotAttempt, MaxPayloadBytes: cfg.MaxPayloadBytes,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.engines = append(s.engines, eng)
+	}
+	return s, nil
+}
+
+// of returns the engine of the shard that holds partition p.
+func (s *shardSet) of(p partition.Key) *engine.Engine {
+	return s.engines[engine.ShardOf(p, len(s.engines))]
+}
+
+// register records the queue's shard count in Redis the first time it succeeds, so that a
+// producer or worker configured with another count is refused rather than looking for tasks in
+// the wrong shards.
+func (s *shardSet) register(ctx context.Context) error {
+	if s.registered.Load() {
+		return nil
+	}
+	if err := engine.RegisterQueue(ctx, s.client, s.prefix, s.name, len(s.engines)); err != nil {
+		return err
+	}
+	s.registered.Store(true)
+	return nil
+}
+
+// publish publishes msgs, each to its partition's shard: one round trip per shard involved, run
+// at once. The batch is validated whole first, so an invalid message writes nothing anywhere.
+// Across shards a publish is not atomic: when one shard fails, the others may have written their
+// part. Ids are generated here, before the split, so the caller can publish the same batch again
+// and have the written part reported as duplicates.
+func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]PublishResult, error) {
+	if err := s.register(ctx); err != nil {
+		return nil, err
+	}
+	if len(s.engines) == 1 {
+		return s.engines[0].Publish(ctx, msgs)
+	}
+	if err := s.engines[0].Validate(msgs); err != nil {
+		return nil, err
+	}
+	byShard := make([][]int, len(s.engines))
+	own := make([]engine.Message, len(msgs))
+	for i := range msgs {
+		own[i] = msgs[i]
+		if own[i].ID == "" {
+			own[i].ID = engine.NewID()
+		}
+		k := engine.ShardOf(own[i].Partition, len(s.engines))
+		byShard[k] = append(byShard[k], i)
+	}
+	out := make([]PublishResult, len(msgs))
+	g, gctx := errgroup.WithContext(ctx)
+	for k, idx := range byShard {
+		if len(idx) == 0 {
+			continue
+		}
+		g.Go(func() error {
+			part := make([]engine.Message, len(idx))
+			for j, i := range idx {
+				part[j] = own[i]
+			}
+			res, err := s.engines[k].Publish(gctx, part)
+			if err != nil {
+				return fmt.Errorf("srq: publish to shard %d: %w", k, err)
+			}
+			for j, i := range idx {
+				out[i] = res[j]
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Stats reads the queue's sizes and counters, summed over its shards (ServerTime is the first
+// shard's). It fails with the first shard's error.
+func (q *Queue[T]) Stats(ctx context.Context) (engine.Stats, error) {
+	var sum engine.Stats
+	for i, eng := range q.shards.engines {
+		st, err := eng.Stats(ctx)
+		if err != nil {
+			return engine.Stats{}, fmt.Errorf("srq: stats of shard %d: %w", i, err)
+		}
+		if i == 0 {
+			sum.ServerTime = st.ServerTime
+		}
+		sum.Pending += st.Pending
+		sum.InFlight += st.InFlight
+		sum.Dead += st.Dead
+		sum.ReadyPartitions += st.ReadyPartitions
+		sum.ScheduledPartitions += st.ScheduledPartitions
+		sum.Published += st.Published
+		sum.Duplicates += st.Duplicates
+		sum.Acked += st.Acked
+		sum.Rejected += st.Rejected
+		sum.Recovered += st.Recovered
+		sum.DeadLettered += st.DeadLettered
+		sum.Requeued += st.Requeued
+		sum.Purged += st.Purged
+		sum.Trimmed += st.Trimmed
+		sum.TakenBack += st.TakenBack
+	}
+	return sum, nil
+}
