@@ -39,13 +39,41 @@ func ValidateQueueName(name string) error {
 }
 
 // ShardQueue returns the engine queue name of shard i of queue split into n shards: queue itself
-// when n is 1, else "queue#i". Each shard has its own hash tag, so on a Redis Cluster the shards
-// spread over the slots, and so over the masters.
+// when n is 1, else "queue#i.k". Each shard has its own hash tag, and k, the smallest number that
+// does it, puts shard i's tag in the i-th of n equal ranges of the 16,384 Redis Cluster slots. A
+// cluster created with its slots split evenly over M masters (as redis-cli --cluster create does)
+// so gets n/M shards on each master when n is a multiple of M, instead of a random spread.
 func ShardQueue(queue string, n, i int) string {
 	if n <= 1 {
 		return queue
 	}
-	return queue + ShardSeparator + strconv.Itoa(i)
+	lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n
+	base := queue + ShardSeparator + strconv.Itoa(i) + "."
+	for k := 0; ; k++ {
+		name := base + strconv.Itoa(k)
+		if slot := clusterSlot(name); slot >= lo && slot < hi {
+			return name
+		}
+	}
+}
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// clusterSlot is the Redis Cluster slot of hash tag: CRC16 (XMODEM) modulo 16384.
+func clusterSlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % clusterSlots
 }
 
 // ShardOf returns the shard, in [0, n), that partition p lives in: a stable hash (FNV-1a) of the
