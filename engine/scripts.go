@@ -96,15 +96,13 @@ func (e *Engine) evalArgs(args []any) []any {
 	return append([]any{e.keys.Base()}, args...)
 }
 
-// run executes one script with EVALSHA, loading it and retrying once when the server does not
-// know it (NOSCRIPT).
+// run executes one script with EVALSHA and, when the server does not know it (NOSCRIPT), once more
+// with EVAL, which also caches it. EVAL goes where the keys live, like EVALSHA; SCRIPT LOAD would go
+// to every node of a cluster and fail while any one of them is down.
 func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
 	res, err := e.client.EvalSha(ctx, s.sha, e.scriptKeys, e.evalArgs(args)...).Result()
 	if isNoScript(err) {
-		if err := e.load(ctx, s); err != nil {
-			return nil, err
-		}
-		res, err = e.client.EvalSha(ctx, s.sha, e.scriptKeys, e.evalArgs(args)...).Result()
+		res, err = e.client.Eval(ctx, s.src, e.scriptKeys, e.evalArgs(args)...).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("srq: %s: %w", s.name, err)
@@ -113,17 +111,21 @@ func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
 }
 
 // runPipelined executes several scripts in one round trip. A call that failed with NOSCRIPT did
-// not run, so those are loaded and sent again, once. Results come back in call order; the error is
-// the first call's error, if any.
+// not run, so those are sent again, once, with EVAL (see run). Results come back in call order;
+// the error is the first call's error, if any.
 //
 //lint:ignore U1000 kept for sharded queues; see call.
 func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) {
 	cmds := make([]*redis.Cmd, len(calls))
-	send := func(idx []int) {
+	send := func(idx []int, eval bool) {
 		// Pipeline errors are per command; Exec's own error repeats the first of them.
 		_, _ = e.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range idx {
-				cmds[i] = p.EvalSha(ctx, calls[i].script.sha, e.scriptKeys, e.evalArgs(calls[i].args)...)
+				if eval {
+					cmds[i] = p.Eval(ctx, calls[i].script.src, e.scriptKeys, e.evalArgs(calls[i].args)...)
+				} else {
+					cmds[i] = p.EvalSha(ctx, calls[i].script.sha, e.scriptKeys, e.evalArgs(calls[i].args)...)
+				}
 			}
 			return nil
 		})
@@ -132,24 +134,16 @@ func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) 
 	for i := range all {
 		all[i] = i
 	}
-	send(all)
+	send(all, false)
 
 	var again []int
-	loaded := map[*script]bool{}
 	for i, cmd := range cmds {
-		if !isNoScript(cmd.Err()) {
-			continue
+		if isNoScript(cmd.Err()) {
+			again = append(again, i)
 		}
-		if s := calls[i].script; !loaded[s] {
-			if err := e.load(ctx, s); err != nil {
-				return nil, err
-			}
-			loaded[s] = true
-		}
-		again = append(again, i)
 	}
 	if len(again) > 0 {
-		send(again)
+		send(again, true)
 	}
 
 	out := make([]any, len(calls))

@@ -269,6 +269,7 @@ func Main(m *testing.M) {
 		shared.s.Stop()
 	}
 	shared.Unlock()
+	stopSharedCluster()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
