@@ -177,7 +177,8 @@ func (b *bundle) assertNoTaskKeys() {
 		b.t.Fatal(err)
 	}
 	k := b.eng.Keys()
-	fixed := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true}
+	fixed := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true,
+		k.Consumers(): true}
 	for _, key := range keys {
 		if !fixed[key] {
 			b.t.Errorf("key left behind: %q", key)

@@ -76,6 +76,23 @@ func (k Keys) Dedup() string { return k.base + "dedup" }
 // Ctl is the SET of partitions that have controls (a meta hash): paused, limited or blocked.
 func (k Keys) Ctl() string { return k.base + "ctl" }
 
+// Depth is the ZSET of partitions with pending tasks, scored by how many they hold.
+func (k Keys) Depth() string { return k.base + "depth" }
+
+// Heads is the ZSET of partitions with pending tasks, scored by the available-at ms of their
+// earliest pending task.
+func (k Keys) Heads() string { return k.base + "heads" }
+
+// Consumers is the ZSET of consumers seen recently, scored by the ms of their last fetch or lease
+// extension.
+func (k Keys) Consumers() string { return k.base + "consumers" }
+
+// QueuePause is the STRING present while the whole queue is paused; it holds the ms it was paused.
+func (k Keys) QueuePause() string { return k.base + "qpause" }
+
+// PausedPartitions is the ZSET of paused partitions, scored by the ms they were paused.
+func (k Keys) PausedPartitions() string { return k.base + "ppause" }
+
 // Task is the HASH holding task id's record.
 func (k Keys) Task(id string) string { return k.base + "t:" + id }
 
@@ -100,5 +117,6 @@ func (k Keys) RateLimit(name string) string { return k.base + "rl:" + name }
 
 // scriptKeys are the KEYS every script gets, in the order lua/includes/common.lua expects.
 func (k Keys) scriptKeys() []string {
-	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl()}
+	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
+		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions()}
 }

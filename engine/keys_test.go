@@ -85,6 +85,11 @@ func TestKeysNames(t *testing.T) {
 		{k.Wake(), "srq:{q}:wake"},
 		{k.Dedup(), "srq:{q}:dedup"},
 		{k.Ctl(), "srq:{q}:ctl"},
+		{k.Depth(), "srq:{q}:depth"},
+		{k.Heads(), "srq:{q}:heads"},
+		{k.Consumers(), "srq:{q}:consumers"},
+		{k.QueuePause(), "srq:{q}:qpause"},
+		{k.PausedPartitions(), "srq:{q}:ppause"},
 		{k.RateLimit("p:x"), "srq:{q}:rl:p:x"},
 		{k.Task("base:0"), "srq:{q}:t:base:0"},
 		{k.Task(""), "srq:{q}:t:"},
@@ -101,7 +106,8 @@ func TestKeysNames(t *testing.T) {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
 	}
-	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl()}
+	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
+		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions()}
 	if got := k.scriptKeys(); !slices.Equal(got, want) {
 		t.Errorf("scriptKeys() = %q, want %q (the order common.lua expects)", got, want)
 	}
@@ -138,6 +144,11 @@ const (
 	fuzzKindDedup
 	fuzzKindCtl
 	fuzzKindRateLimit
+	fuzzKindDepth
+	fuzzKindHeads
+	fuzzKindConsumers
+	fuzzKindQueuePause
+	fuzzKindPausedPartitions
 	fuzzKindCount
 )
 
@@ -209,6 +220,16 @@ func (in fuzzKeyInput) build(k Keys) string {
 		return k.Ctl()
 	case fuzzKindRateLimit:
 		return k.RateLimit(in.s)
+	case fuzzKindDepth:
+		return k.Depth()
+	case fuzzKindHeads:
+		return k.Heads()
+	case fuzzKindConsumers:
+		return k.Consumers()
+	case fuzzKindQueuePause:
+		return k.QueuePause()
+	case fuzzKindPausedPartitions:
+		return k.PausedPartitions()
 	}
 	panic("unknown kind")
 }
@@ -399,6 +420,8 @@ func keysFixedTypes(k Keys) map[string]string {
 	return map[string]string{
 		k.Ready(): "zset", k.Sched(): "zset", k.Inflight(): "zset", k.Dead(): "zset",
 		k.Stats(): "hash", k.Seq(): "string", k.Wake(): "list", k.Dedup(): "zset", k.Ctl(): "set",
+		k.Depth(): "zset", k.Heads(): "zset", k.Consumers(): "zset", k.QueuePause(): "string",
+		k.PausedPartitions(): "zset",
 	}
 }
 

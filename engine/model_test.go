@@ -1212,7 +1212,8 @@ func (r *modelRun) checkKeys() {
 	k := r.b.eng.Keys()
 	got, err := r.b.client.Keys(r.ctx, redistest.GlobEscape(k.Base())+"*").Result()
 	r.must(err, "list keys")
-	optional := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true}
+	optional := map[string]bool{k.Stats(): true, k.Seq(): true, k.Wake(): true, k.Dedup(): true, k.Ctl(): true,
+		k.Consumers(): true, k.PausedPartitions(): true}
 	need := map[string]bool{}
 	sums := m.sums()
 	for _, t := range m.tasks {
@@ -1228,6 +1229,8 @@ func (r *modelRun) checkKeys() {
 		ps := m.parts[p]
 		if s.pending > 0 {
 			need[k.Levels(p)] = true
+			need[k.Depth()] = true
+			need[k.Heads()] = true
 		}
 		for prio := range s.prios {
 			need[k.Pending(p, prio)] = true
@@ -1259,6 +1262,47 @@ func (r *modelRun) checkKeys() {
 	slices.Sort(missing)
 	if len(extra) > 0 || len(missing) > 0 {
 		r.fatalf("(9) keys differ from the model's state: left over %q, missing %q", extra, missing)
+	}
+	r.checkIndexes(sums)
+}
+
+// checkIndexes checks the partition indexes the Inspector reads: depth holds exactly the
+// partitions with pending tasks, scored by their number, and heads the same partitions, scored by
+// the earliest available-at among the heads of their pending sets.
+func (r *modelRun) checkIndexes(sums map[partition.Key]*mSum) {
+	k := r.b.eng.Keys()
+	depth, err := r.b.client.ZRangeWithScores(r.ctx, k.Depth(), 0, -1).Result()
+	r.must(err, "read depth")
+	heads, err := r.b.client.ZRangeWithScores(r.ctx, k.Heads(), 0, -1).Result()
+	r.must(err, "read heads")
+	gotDepth, gotHeads := map[partition.Key]int{}, map[partition.Key]float64{}
+	for _, z := range depth {
+		gotDepth[partition.Key(z.Member.(string))] = int(z.Score)
+	}
+	for _, z := range heads {
+		gotHeads[partition.Key(z.Member.(string))] = z.Score
+	}
+	wantDepth, wantHeads := map[partition.Key]int{}, map[partition.Key]float64{}
+	for p, s := range sums {
+		if s.pending == 0 {
+			continue
+		}
+		wantDepth[p] = s.pending
+		first := -1.0
+		for prio := range s.prios {
+			head, err := r.b.client.ZRangeWithScores(r.ctx, k.Pending(p, prio), 0, 0).Result()
+			r.must(err, "read pending head")
+			if len(head) == 1 && (first < 0 || head[0].Score < first) {
+				first = head[0].Score
+			}
+		}
+		wantHeads[p] = first
+	}
+	if !maps.Equal(gotDepth, wantDepth) {
+		r.fatalf("depth index %v, the model's pending counts %v", gotDepth, wantDepth)
+	}
+	if !maps.Equal(gotHeads, wantHeads) {
+		r.fatalf("heads index %v, the pending sets' earliest heads %v", gotHeads, wantHeads)
 	}
 }
 

@@ -277,7 +277,15 @@ func TestValidateArguments(t *testing.T) {
 	if _, _, err := b.eng.Extend(b.ctx, nil, time.Millisecond); err != nil {
 		t.Fatalf("Extend of nothing with a 1ms lease: %v", err)
 	}
-	// The refused calls and the accepted ones above, which found nothing to do, wrote nothing.
+	// The refused calls and the accepted ones above, which found nothing to do, wrote nothing but
+	// the heartbeat of the consumer that fetched.
+	seen, err := b.client.ZRange(b.ctx, b.eng.Keys().Consumers(), 0, -1).Result()
+	if err != nil || len(seen) != 1 || seen[0] != "c" {
+		t.Fatalf("consumers %q (%v), want the one that fetched", seen, err)
+	}
+	if err := b.client.Del(b.ctx, b.eng.Keys().Consumers()).Err(); err != nil {
+		t.Fatal(err)
+	}
 	b.assertNothingWritten()
 }
 

@@ -1,6 +1,6 @@
 -- dead_list.lua: one page of dead letters, newest first.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] offset
 -- ARGV[3] count

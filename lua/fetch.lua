@@ -5,7 +5,7 @@
 -- consecutive runs of up to maxrun tasks each. Due partitions are first moved from sched to ready,
 -- a bounded chunk a call.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] consumer id
 -- ARGV[3] n, the most tasks to lease
@@ -20,6 +20,13 @@
 local consumer, n, lease, maxrun = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local deadline = now + lease
+
+seen_consumer(consumer, now)
+-- A paused queue hands out nothing; a wake-up token left would only make sleepers spin.
+if redis.call('EXISTS', K_QPAUSE) == 1 then
+  redis.call('DEL', K_WAKE)
+  return {now, deadline, -1}
+end
 
 local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, math.max(64, 4 * n))
 for i = 1, #due do
@@ -36,6 +43,7 @@ local leased = {} -- score, id pairs for one ZADD to inflight at the end
 local function take(p, member, level, kp, next_score, track)
   redis.call('ZREM', kp, member)
   if not next_score then redis.call('ZREM', k_levels(p), level) end
+  depth_add(p, -1)
   local id = string.sub(member, 21)
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
@@ -79,12 +87,15 @@ while taken < n and turns < 2 * n + 64 do
         place(p, now)
       elseif is_ordered(p) then
         take(p, member, level, kp, next_score, true)
+        -- With one level, the task behind the one taken is p's new head.
+        if #levels == 1 then head_is(p, next_score) else head_is(p, false) end
         redis.call('ZREM', K_READY, p) -- held by this consumer until its leased tasks end
         held[#held + 1] = p
       else
         take(p, member, level, kp, next_score, limit)
         local e = next_score
         if #levels > 1 then e = earliest(p) end
+        head_is(p, e)
         if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
         if not e then
           redis.call('ZREM', K_READY, p)
@@ -106,10 +117,12 @@ for i = 1, #held do
     local member, level, kp, next_score = pick(p, now)
     if not member then break end
     take(p, member, level, kp, next_score, true)
+    head_is(p, false)
     run = run + 1
   end
 end
-if #leased > 0 then redis.call('ZADD', K_INFLIGHT, unpack(leased)) end
+-- In chunks: unpack fails past about 8000 values (a fetch of 4000 tasks).
+for i = 1, #leased, 1000 do redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased))) end
 
 stat('pending', -taken)
 -- Partitions this fetch sent to the back of ready were ready before it and wake nobody (ready_push

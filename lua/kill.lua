@@ -1,6 +1,6 @@
 -- kill.lua: moves leased tasks to the dead letters now (a permanent failure), with a reason.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)

@@ -1,7 +1,7 @@
 -- publish.lua: adds a batch of tasks; an id that still exists (pending, leased or dead), or that was
 -- acked within the dedup window, is a duplicate and changes nothing.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
 -- ARGV[3…] 8 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
@@ -43,6 +43,8 @@ for i = 3, #ARGV, 8 do
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     if t <= now then available[p] = (available[p] or 0) + 1 end
     if not first[p] or t < first[p] then first[p] = t end
+    depth_add(p, 1)
+    head_lower(p, t)
     added = added + 1
     res[#res + 1] = OK
   end

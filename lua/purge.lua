@@ -1,6 +1,6 @@
 -- purge.lua: deletes dead letters: the ids given, or (with no ids) the oldest up to a limit.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  limit when no ids are given
 -- ARGV[3…] task ids (optional)

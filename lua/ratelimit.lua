@@ -4,7 +4,7 @@
 -- State is one theoretical-arrival-time per limit; its key expires once the state no longer
 -- matters, only to free memory: an expired key and a key whose time has passed mean the same.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  now ms for tests, or 0 for the server's clock
 -- ARGV[3…] 4 per limit: name, limit, period ms, burst

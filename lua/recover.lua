@@ -5,7 +5,7 @@
 -- attempts reach max attempts go to the dead letters. Idempotent and safe to run from every
 -- consumer at once: each task is moved by exactly one run.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] chunk: the most expired leases to look at
 -- ARGV[3] 1: a lease expiry counts as an attempt; 0: it does not

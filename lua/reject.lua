@@ -5,7 +5,7 @@
 -- whose attempts reach its max attempts goes to the dead letters instead, with the reason as its
 -- last error; then the partition goes on and the later tasks stay leased.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)
@@ -80,6 +80,8 @@ for i = 4, #ARGV, 5 do
       redis.call('ZREM', kp, g[2] .. id)
       if redis.call('EXISTS', kp) == 0 then redis.call('ZREM', k_levels(p), g[1]) end
       stat('pending', -1)
+      depth_add(p, -1)
+      head_is(p, false)
       bury(id, kt, reason, now, maxcount, maxage)
       res[#res + 1] = DEAD
     else

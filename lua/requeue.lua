@@ -2,7 +2,7 @@
 -- an ordered partition gets it after the work already pending), available now, attempts reset. The
 -- last error stays on the record.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2…] task ids
 -- Returns: one code per id: OK, NOTFOUND or NOTDEAD.

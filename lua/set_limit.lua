@@ -1,6 +1,6 @@
 -- set_limit.lua: sets how many tasks of one unordered partition may be leased at once.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] partition (never an ordered one: those are always held by one consumer)
 -- ARGV[3] limit (0: no limit)

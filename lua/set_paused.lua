@@ -1,7 +1,7 @@
 -- set_paused.lua: pauses or resumes one partition. A paused partition hands out no work; its pending
 -- and leased tasks stay as they are.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] partition
 -- ARGV[3] 1: pause; 0: resume
@@ -10,11 +10,14 @@
 -- @include common
 
 local p = ARGV[2]
+local now = now_ms()
 if ARGV[3] == '1' then
   meta_set(p, 'ps', '1')
+  redis.call('ZADD', K_PPAUSE, 'NX', now, p)
 else
   meta_del(p, 'ps')
+  redis.call('ZREM', K_PPAUSE, p)
 end
-place(p, now_ms())
+place(p, now)
 finish()
 return OK

@@ -1,6 +1,6 @@
 -- stats.lua: the queue's counters and index sizes, without scanning anything.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- Returns: {ready partitions, scheduled partitions, leased tasks, dead letters, now ms, counter
 --          name, value, …}

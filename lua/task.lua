@@ -1,6 +1,6 @@
 -- task.lua: one task's record by id, with its lease deadline when leased.
 --
--- KEYS: the common nine (includes/common.lua).
+-- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
 -- ARGV[2] task id
 -- Returns: NOTFOUND, or {lease deadline ms (0: not leased), field, value, …}

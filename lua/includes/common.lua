@@ -10,6 +10,11 @@
 --   KEYS[7] wake     LIST   wake-up tokens that blocked fetchers pop
 --   KEYS[8] dedup    ZSET   recently acked ids (only with a dedup window); score = ack ms
 --   KEYS[9] ctl      SET    partitions that have controls (a meta hash): paused, limited or blocked
+--   KEYS[10] depth   ZSET   partitions with pending tasks; score = their number of pending tasks
+--   KEYS[11] heads   ZSET   partitions with pending tasks; score = available-at ms of their earliest one
+--   KEYS[12] consumers ZSET consumers seen recently; score = ms of their last fetch or extend
+--   KEYS[13] qpause  STRING present while the whole queue is paused; value = ms it was paused
+--   KEYS[14] ppause  ZSET   paused partitions; score = ms they were paused
 -- ARGV[1] is the key base "<prefix>:{<queue>}:"; per-task and per-partition keys are built from it
 -- and share the queue's hash tag. The variable part (id or partition) always ends the key, after a
 -- fixed kind marker, so no id or partition can make two keys collide.
@@ -18,6 +23,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 
 local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local K_DEPTH, K_HEADS, K_CONSUMERS, K_QPAUSE, K_PPAUSE = KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 local BASE = ARGV[1]
 
 -- Result codes; engine/errors.go maps them to Go errors.
@@ -180,10 +186,124 @@ local function place(p, now, outside)
   return false
 end
 
+-- The partition indexes depth and heads are written once per script, by finish: the scripts only
+-- note here what changed, per partition, in Lua tables. ix_delta is the change of p's pending
+-- count; ix_low the earliest available-at of a task that joined p's pending tasks; ix_head what
+-- p's earliest available-at is now when the script knows it exactly (a number), or false when it
+-- must be read again (earliest) because a pending task left p without the script knowing what
+-- comes next.
+local ix_parts, ix_delta, ix_low, ix_head = {}, {}, {}, {}
+
+local function ix_touch(p)
+  if ix_delta[p] == nil then ix_delta[p] = 0; ix_parts[#ix_parts + 1] = p end
+end
+
+-- depth_add notes that p's pending count changed by n.
+local function depth_add(p, n)
+  ix_touch(p)
+  ix_delta[p] = ix_delta[p] + n
+end
+
+-- head_lower notes that a task available at t joined p's pending tasks.
+local function head_lower(p, t)
+  ix_touch(p)
+  if not ix_low[p] or t < ix_low[p] then ix_low[p] = t end
+end
+
+-- head_is notes that p's earliest pending available-at is t now (nil: p has none left), or false:
+-- unknown, read it again at the end.
+local function head_is(p, t)
+  ix_touch(p)
+  ix_head[p] = t
+  ix_low[p] = nil
+end
+
+-- bulk sends cmd key args… in chunks, so no unpack exceeds Lua's stack.
+local function bulk(cmd, key, opt, args)
+  for i = 1, #args, 1000 do
+    local j = math.min(i + 999, #args)
+    if opt then
+      redis.call(cmd, key, opt, unpack(args, i, j))
+    else
+      redis.call(cmd, key, unpack(args, i, j))
+    end
+  end
+end
+
+-- index_flush writes what the script noted into depth and heads: one ZINCRBY for a single touched
+-- partition, else one ZMSCORE and one variadic ZADD for all; one variadic ZADD (or ZADD LT) of
+-- heads; one ZREM of each for the partitions left with nothing pending.
+local function index_flush()
+  local n = #ix_parts
+  if n == 0 then return end
+  local counts = {}
+  if n == 1 then
+    local p = ix_parts[1]
+    if ix_delta[p] == 0 then
+      counts[1] = tonumber(redis.call('ZSCORE', K_DEPTH, p)) or 0
+    else
+      counts[1] = tonumber(redis.call('ZINCRBY', K_DEPTH, ix_delta[p], p))
+    end
+  else
+    local cur = {}
+    for i = 1, n, 1000 do
+      local part = redis.call('ZMSCORE', K_DEPTH, unpack(ix_parts, i, math.min(i + 999, n)))
+      for j = 1, #part do cur[#cur + 1] = part[j] end
+    end
+    local set = {}
+    for i = 1, n do
+      local p = ix_parts[i]
+      local c = (tonumber(cur[i]) or 0) + ix_delta[p]
+      counts[i] = c
+      if c > 0 and ix_delta[p] ~= 0 then set[#set + 1] = c; set[#set + 1] = p end
+    end
+    if #set > 0 then bulk('ZADD', K_DEPTH, nil, set) end
+  end
+  local gone, exact, low = {}, {}, {}
+  for i = 1, n do
+    local p = ix_parts[i]
+    if counts[i] <= 0 then
+      gone[#gone + 1] = p
+    else
+      local h = ix_head[p]
+      if h == false then
+        h = earliest(p) -- reads every change, additions included
+      elseif h and ix_low[p] and ix_low[p] < h then
+        h = ix_low[p]
+      end
+      if h then
+        exact[#exact + 1] = h; exact[#exact + 1] = p
+      elseif ix_low[p] then
+        low[#low + 1] = ix_low[p]; low[#low + 1] = p
+      end
+    end
+  end
+  if #exact > 0 then bulk('ZADD', K_HEADS, nil, exact) end
+  if #low > 0 then bulk('ZADD', K_HEADS, 'LT', low) end
+  if #gone > 0 then
+    bulk('ZREM', K_DEPTH, nil, gone)
+    bulk('ZREM', K_HEADS, nil, gone)
+  end
+end
+
+-- CONSUMERS_KEEP_MS and CONSUMERS_MAX bound the consumers set: a consumer not seen for an hour is
+-- dropped, and at most 10,000 are kept (the least recently seen go first).
+local CONSUMERS_KEEP_MS, CONSUMERS_MAX = 3600000, 10000
+
+-- seen records that consumer fetched or extended at now; a consumer new to the set prunes it.
+local function seen_consumer(consumer, now)
+  if redis.call('ZADD', K_CONSUMERS, now, consumer) == 1 then
+    redis.call('ZREMRANGEBYSCORE', K_CONSUMERS, '-inf', '(' .. (now - CONSUMERS_KEEP_MS))
+    redis.call('ZREMRANGEBYRANK', K_CONSUMERS, 0, -(CONSUMERS_MAX + 1))
+  end
+end
+
 -- pend puts task id (record kt, partition p) into its partition's pending set at time t.
 local function pend(id, kt, p, level, s, t)
   redis.call('ZADD', k_pending(p, level), t, s .. id)
   redis.call('ZADD', k_levels(p), level, level)
+  depth_add(p, 1)
+  head_lower(p, t)
 end
 
 -- unlease ends the lease of task id of partition p.
@@ -255,8 +375,10 @@ local function prune_dedup(now, window, chunk)
   if #old > 0 then redis.call('ZREM', K_DEDUP, unpack(old)) end
 end
 
--- finish saves the counter and wakes up to 32 blocked fetchers when work became ready.
+-- finish writes the partition indexes, saves the counter and wakes up to 32 blocked fetchers when
+-- work became ready.
 local function finish()
+  index_flush()
   if seq_hi then
     if seq_hi > 0 then
       redis.call('SET', K_SEQ, string.format('%d%015d', seq_hi, seq_lo))

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/srqueue/srq/inspect"
+)
+
+// The JSON schema of --json (docs/cli.md). stats, partitions, inflight and dead list print the
+// inspect package's types (inspect.Stats, []inspect.Partition, []inspect.InFlightTask,
+// inspect.DeadPage) with their json tags; the types below are the CLI's own.
+
+// QueueJSON is one element of `srq queues --json`.
+type QueueJSON struct {
+	Name   string `json:"name"`
+	Shards int    `json:"shards"`
+}
+
+// ActionJSON is what requeue, purge, pause and resume print with --json.
+type ActionJSON struct {
+	Action string `json:"action"` // requeue, purge, pause or resume
+	Count  int    `json:"count"`  // letters requeued or purged; 1 for pause and resume
+}
+
+// TaskJSON is `srq task --json`.
+type TaskJSON struct {
+	ID            string            `json:"id"`
+	Shard         int               `json:"shard"`
+	State         string            `json:"state"` // pending, leased or dead
+	Partition     string            `json:"partition"`
+	Priority      int               `json:"priority"`
+	Attempts      int               `json:"attempts"`
+	MaxAttempts   int               `json:"max_attempts"`
+	Crashes       int               `json:"crashes"`
+	EnqueuedAt    time.Time         `json:"enqueued_at"`
+	AvailableAt   time.Time         `json:"available_at"`
+	LastError     string            `json:"last_error"`
+	Consumer      string            `json:"consumer"`       // when leased
+	LeaseDeadline *time.Time        `json:"lease_deadline"` // when leased, else null
+	Headers       map[string]string `json:"headers"`
+	Payload       []byte            `json:"payload"` // base64
+}
+
+// WatchJSON is one line of `srq watch --json`: the stats and the rates since the previous line.
+type WatchJSON struct {
+	Stats inspect.Stats `json:"stats"`
+	Rates *Rates        `json:"rates"` // null on the first line
+}
+
+// Rates are per-second rates from two readings of the counters.
+type Rates struct {
+	Published    float64 `json:"published"`
+	Acked        float64 `json:"acked"`
+	Rejected     float64 `json:"rejected"`
+	DeadLettered float64 `json:"dead_lettered"`
+	Recovered    float64 `json:"recovered"`
+}
+
+func taskJSON(t inspect.Task) TaskJSON {
+	out := TaskJSON{ID: t.ID, Shard: t.Shard, State: string(t.State), Partition: string(t.Partition), Priority: t.Priority,
+		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Crashes: t.Crashes, EnqueuedAt: t.EnqueuedAt,
+		AvailableAt: t.AvailableAt, LastError: t.LastError, Consumer: t.Consumer, Headers: t.Headers, Payload: t.Payload}
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	if out.Payload == nil {
+		out.Payload = []byte{}
+	}
+	if !t.LeaseEnds.IsZero() {
+		d := t.LeaseEnds
+		out.LeaseDeadline = &d
+	}
+	return out
+}
+
+// rates computes per-second rates between two readings.
+func rates(prev, cur inspect.Stats) *Rates {
+	secs := cur.ServerTime.Sub(prev.ServerTime).Seconds()
+	if secs <= 0 {
+		return &Rates{}
+	}
+	r := func(a, b int64) float64 { return float64(b-a) / secs }
+	return &Rates{Published: r(prev.Published, cur.Published), Acked: r(prev.Acked, cur.Acked),
+		Rejected: r(prev.Rejected, cur.Rejected), DeadLettered: r(prev.DeadLettered, cur.DeadLettered),
+		Recovered: r(prev.Recovered, cur.Recovered)}
+}
+
+// ts formats a time for tables: UTC to the second, "-" for none.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// table writes rows aligned in columns.
+func table(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func printQueues(w io.Writer, qs []QueueJSON) error {
+	if len(qs) == 0 {
+		_, err := fmt.Fprintln(w, "no registered queues (queues register when they first publish or a worker starts)")
+		return err
+	}
+	rows := [][]string{{"QUEUE", "SHARDS"}}
+	for _, q := range qs {
+		rows = append(rows, []string{q.Name, fmt.Sprint(q.Shards)})
+	}
+	return table(w, rows)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
+	paused := yesNo(s.Paused)
+	if !s.Paused && s.PausedShards > 0 {
+		paused = fmt.Sprintf("partly (%d of %d shards; run srq pause again)", s.PausedShards, s.Shards)
+	}
+	rows := [][]string{
+		{"queue", s.Queue},
+		{"shards", fmt.Sprint(s.Shards)},
+		{"paused", paused},
+		{"server time", ts(s.ServerTime)},
+		{"pending", fmt.Sprint(s.Pending)},
+		{"in flight", fmt.Sprint(s.InFlight)},
+		{"dead", fmt.Sprint(s.Dead)},
+		{"partitions", fmt.Sprintf("%d with pending: %d ready, %d scheduled, %d blocked; %d paused",
+			s.PendingPartitions, s.ReadyPartitions, s.ScheduledPartitions, s.BlockedPartitions, s.PausedPartitions)},
+	}
+	counter := func(name string, v int64, rate float64) []string {
+		if r == nil {
+			return []string{name, fmt.Sprint(v)}
+		}
+		return []string{name, fmt.Sprintf("%d (%.1f/s)", v, rate)}
+	}
+	var rr Rates
+	if r != nil {
+		rr = *r
+	}
+	rows = append(rows,
+		counter("published", s.Published, rr.Published),
+		counter("acked", s.Acked, rr.Acked),
+		counter("rejected", s.Rejected, rr.Rejected),
+		counter("dead-lettered", s.DeadLettered, rr.DeadLettered),
+		counter("recovered", s.Recovered, rr.Recovered),
+		[]string{"requeued / purged / trimmed", fmt.Sprintf("%d / %d / %d", s.Requeued, s.Purged, s.Trimmed)},
+		[]string{"consumers", fmt.Sprintf("%d seen in the last hour", s.ConsumerCount)},
+	)
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	if len(s.Consumers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	crows := [][]string{{"CONSUMER", "LAST SEEN"}}
+	for _, c := range s.Consumers {
+		crows = append(crows, []string{c.ID, ts(c.LastSeen)})
+	}
+	return table(w, crows)
+}
+
+func printPartitions(w io.Writer, ps []inspect.Partition) error {
+	if len(ps) == 0 {
+		_, err := fmt.Fprintln(w, "no partitions")
+		return err
+	}
+	rows := [][]string{{"PARTITION", "SHARD", "PENDING", "STATE", "HEAD AVAILABLE", "LEASED", "LIMIT", "BLOCKED UNTIL", "PAUSED AT"}}
+	for _, p := range ps {
+		limit := "-"
+		if p.Limit > 0 {
+			limit = fmt.Sprint(p.Limit)
+		}
+		rows = append(rows, []string{partName(string(p.Key)), fmt.Sprint(p.Shard), fmt.Sprint(p.Pending), string(p.State),
+			ts(p.HeadAvailableAt), fmt.Sprint(p.Leased), limit, ts(p.BlockedUntil), ts(p.PausedAt)})
+	}
+	return table(w, rows)
+}
+
+// partName shows the base partition, whose key is empty, as "(base)", and quotes keys with spaces.
+func partName(p string) string {
+	if p == "" {
+		return "(base)"
+	}
+	if strings.ContainsAny(p, " \t\n") {
+		return fmt.Sprintf("%q", p)
+	}
+	return p
+}
+
+func printInFlight(w io.Writer, tasks []inspect.InFlightTask, offset, limit int) error {
+	if len(tasks) == 0 {
+		_, err := fmt.Fprintln(w, "no leased tasks")
+		return err
+	}
+	rows := [][]string{{"ID", "PARTITION", "SHARD", "ATTEMPT", "CONSUMER", "LEASE DEADLINE"}}
+	for _, t := range tasks {
+		attempt := fmt.Sprint(t.Attempt)
+		if t.MaxAttempts > 0 {
+			attempt += fmt.Sprintf("/%d", t.MaxAttempts)
+		}
+		rows = append(rows, []string{t.ID, partName(string(t.Partition)), fmt.Sprint(t.Shard), attempt, t.Consumer, ts(t.LeaseDeadline)})
+	}
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	if len(tasks) == limit {
+		_, err := fmt.Fprintf(w, "more: srq inflight --offset %d --limit %d\n", offset+limit, limit)
+		return err
+	}
+	return nil
+}
+
+func printDead(w io.Writer, p inspect.DeadPage) error {
+	if len(p.Letters) == 0 {
+		fmt.Fprintf(w, "no dead letters on this page (%d in the queue)\n", p.Total)
+	} else {
+		rows := [][]string{{"ID", "PARTITION", "SHARD", "ATTEMPTS", "DIED AT", "ERROR"}}
+		for _, d := range p.Letters {
+			rows = append(rows, []string{d.ID, partName(string(d.Partition)), fmt.Sprint(d.Shard), fmt.Sprint(d.Attempts),
+				ts(d.DiedAt), oneLine(d.Error, 60)})
+		}
+		if err := table(w, rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%d dead letters in the queue\n", p.Total)
+	}
+	if p.Next != "" {
+		_, err := fmt.Fprintf(w, "more: add --cursor %s\n", p.Next)
+		return err
+	}
+	return nil
+}
+
+// oneLine cuts s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func printTask(w io.Writer, t TaskJSON) error {
+	lease := "-"
+	if t.LeaseDeadline != nil {
+		lease = ts(*t.LeaseDeadline)
+	}
+	attempts := fmt.Sprint(t.Attempts)
+	if t.MaxAttempts > 0 {
+		attempts += fmt.Sprintf(" of %d", t.MaxAttempts)
+	}
+	rows := [][]string{
+		{"id", t.ID}, {"shard", fmt.Sprint(t.Shard)}, {"state", t.State}, {"partition", partName(t.Partition)},
+		{"priority", fmt.Sprint(t.Priority)}, {"attempts", attempts}, {"crashes", fmt.Sprint(t.Crashes)},
+		{"enqueued at", ts(t.EnqueuedAt)}, {"available at", ts(t.AvailableAt)},
+		{"consumer", cmpStr(t.Consumer, "-")}, {"lease deadline", lease}, {"last error", cmpStr(oneLine(t.LastError, 200), "-")},
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
+		rows = append(rows, []string{"header " + k, t.Headers[k]})
+	}
+	rows = append(rows, []string{"payload", fmt.Sprintf("%d bytes: %s", len(t.Payload), oneLine(fmt.Sprintf("%q", t.Payload), 200))})
+	return table(w, rows)
+}
+
+func cmpStr(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}

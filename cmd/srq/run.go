@@ -1,0 +1,495 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/inspect"
+	"github.com/srqueue/srq/partition"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+const usageText = `usage: srq [global flags] <command> [flags] [args]
+
+Commands:
+  queues                       list the registered queues
+  stats                        sizes, counters, consumers of --queue
+  partitions                   top partitions: --by depth|age|paused, --limit N
+  inflight                     leased tasks, earliest deadline first: --offset N, --limit N
+  dead list                    dead letters, newest first: --partition P, --base, --error S, --limit N, --cursor C
+  dead requeue <id>...         move dead letters back to pending; or --all, or a filter (--partition/--base/--error)
+  dead purge <id>...           delete dead letters; same selection as requeue
+  pause [--partition P]        pause one partition, or (without --partition) the whole queue
+  resume [--partition P]       resume one partition, or the whole queue
+  task <id>                    one task's record
+  watch                        refresh stats every --interval, with rates
+  web                          serve the web dashboard and /metrics: --addr, --read-only
+
+Global flags (also accepted after the command):
+  --redis-url URL   Redis to connect to (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --prefix P        key prefix of the queues (default "srq")
+  --queue Q         the queue to act on
+  --json            print JSON (docs/cli.md documents the schema)
+  --yes             do not ask before a destructive action
+
+Exit codes: 0 success, 1 runtime error, 2 usage error.
+`
+
+// usageError is an error in how srq was called; it exits with 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// options are the flags every command shares.
+type options struct {
+	redisURL, prefix, queue string
+	json, yes               bool
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.redisURL, "redis-url", o.redisURL, "Redis URL (default $REDIS_URL, else redis://127.0.0.1:6379)")
+	fs.StringVar(&o.prefix, "prefix", o.prefix, "key prefix of the queues")
+	fs.StringVar(&o.queue, "queue", o.queue, "the queue to act on")
+	fs.BoolVar(&o.json, "json", o.json, "print JSON")
+	fs.BoolVar(&o.yes, "yes", o.yes, "do not ask before a destructive action")
+}
+
+// cli is one invocation: its streams, options and, once connected, its Inspector.
+type cli struct {
+	ctx    context.Context
+	stdin  *bufio.Reader
+	stdout io.Writer
+	stderr io.Writer
+	opts   options
+	client *redis.Client
+	in     *inspect.Inspector
+	// now is the local clock, for watch's pacing only; tests replace it.
+	now func() time.Time
+}
+
+// run runs srq with args (without the program name) and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now}
+	c.opts = options{redisURL: os.Getenv("REDIS_URL"), prefix: engine.DefaultPrefix}
+	if c.opts.redisURL == "" {
+		c.opts.redisURL = "redis://127.0.0.1:6379"
+	}
+	err := c.dispatch(args)
+	if c.client != nil {
+		_ = c.client.Close()
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "srq: %v\nRun 'srq help' for usage.\n", err)
+		return exitUsage
+	case errors.Is(err, engine.ErrInvalid):
+		fmt.Fprintf(stderr, "srq: %v\nRun 'srq help' for usage.\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "srq: %v\n", err)
+		return exitRuntime
+	}
+}
+
+func (c *cli) dispatch(args []string) error {
+	global := flag.NewFlagSet("srq", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	c.opts.register(global)
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(c.stdout, usageText)
+			return err
+		}
+		return usagef("%v", err)
+	}
+	args = global.Args()
+	if len(args) == 0 {
+		return usagef("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	if cmd == "dead" {
+		if len(rest) == 0 {
+			return usagef("dead needs a subcommand: list, requeue or purge")
+		}
+		cmd, rest = "dead "+rest[0], rest[1:]
+	}
+	commands := map[string]func([]string) error{
+		"queues": c.queues, "stats": c.stats, "partitions": c.partitions, "inflight": c.inflight,
+		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
+		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
+	}
+	if cmd == "help" {
+		fmt.Fprint(c.stdout, usageText)
+		return nil
+	}
+	f, ok := commands[cmd]
+	if !ok {
+		return usagef("unknown command %q", cmd)
+	}
+	return f(rest)
+}
+
+// flags returns a FlagSet for command name with the shared flags registered.
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("srq "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	c.opts.register(fs)
+	return fs
+}
+
+// parse parses args into fs, allowing flags after positional arguments, and returns the
+// positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// connect opens the Inspector, once.
+func (c *cli) connect() error {
+	if c.in != nil {
+		return nil
+	}
+	opt, err := redis.ParseURL(c.opts.redisURL)
+	if err != nil {
+		return usagef("bad --redis-url %q: %v (want redis://[user:password@]host:port[/db])", c.opts.redisURL, err)
+	}
+	c.client = redis.NewClient(opt)
+	if err := c.client.Ping(c.ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at %s: %w (check --redis-url or REDIS_URL)", opt.Addr, err)
+	}
+	if c.in, err = inspect.New(c.client, inspect.Config{Prefix: c.opts.prefix}); err != nil {
+		return fmt.Errorf("%w (check --prefix)", err)
+	}
+	return nil
+}
+
+// needQueue connects and checks that --queue was given.
+func (c *cli) needQueue() error {
+	if c.opts.queue == "" {
+		return usagef("--queue is required (srq queues lists them)")
+	}
+	return c.connect()
+}
+
+// explain adds what to do to an error from the Inspector.
+func (c *cli) explain(err error) error {
+	if errors.Is(err, engine.ErrNotFound) && !strings.Contains(err.Error(), "task") {
+		return fmt.Errorf("%w\nCheck --queue and --prefix; 'srq queues' lists the registered queues", err)
+	}
+	return err
+}
+
+// emitJSONLine writes v as one line of JSON.
+func (c *cli) emitJSONLine(v any) error { return json.NewEncoder(c.stdout).Encode(v) }
+
+// emitJSON writes v as indented JSON.
+func (c *cli) emitJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// confirm asks the user to confirm action unless --yes was given; a refusal is an error.
+func (c *cli) confirm(action string) error {
+	if c.opts.yes {
+		return nil
+	}
+	fmt.Fprintf(c.stderr, "%s? Type 'yes' to go on: ", action)
+	line, err := c.stdin.ReadString('\n')
+	if strings.TrimSpace(line) == "yes" || strings.TrimSpace(line) == "y" {
+		return nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the confirmation: %w", err)
+	}
+	return errors.New("not confirmed; nothing was changed (pass --yes to skip the question)")
+}
+
+func (c *cli) queues(args []string) error {
+	fs := c.flags("queues")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("queues takes no arguments"))
+	}
+	if err := c.connect(); err != nil {
+		return err
+	}
+	qs, err := c.in.Queues(c.ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]QueueJSON, len(qs))
+	for i, q := range qs {
+		out[i] = QueueJSON{Name: q.Name, Shards: q.Shards}
+	}
+	if c.opts.json {
+		return c.emitJSON(out)
+	}
+	return printQueues(c.stdout, out)
+}
+
+// cmpErr returns err when it is set, else alt.
+func cmpErr(err, alt error) error {
+	if err != nil {
+		return err
+	}
+	return alt
+}
+
+func (c *cli) stats(args []string) error {
+	fs := c.flags("stats")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("stats takes no arguments"))
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	s, err := c.in.Stats(c.ctx, c.opts.queue)
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		return c.emitJSON(s)
+	}
+	return printStats(c.stdout, s, nil)
+}
+
+func (c *cli) partitions(args []string) error {
+	fs := c.flags("partitions")
+	by := fs.String("by", "depth", "order: depth, age or paused")
+	limit := fs.Int("limit", inspect.DefaultPartitionLimit, "most partitions to list")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("partitions takes no arguments"))
+	}
+	orders := map[string]inspect.PartitionOrder{"depth": inspect.ByDepth, "age": inspect.ByAge, "paused": inspect.ByPaused}
+	order, ok := orders[*by]
+	if !ok {
+		return usagef("--by %q: want depth, age or paused", *by)
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	ps, err := c.in.Partitions(c.ctx, c.opts.queue, inspect.PartitionQuery{By: order, Limit: *limit})
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		return c.emitJSON(ps)
+	}
+	return printPartitions(c.stdout, ps)
+}
+
+func (c *cli) inflight(args []string) error {
+	fs := c.flags("inflight")
+	offset := fs.Int("offset", 0, "leases to skip")
+	limit := fs.Int("limit", inspect.DefaultPageLimit, "most leases to list")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("inflight takes no arguments"))
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	ts, err := c.in.InFlight(c.ctx, c.opts.queue, inspect.Page{Offset: *offset, Limit: *limit})
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		return c.emitJSON(ts)
+	}
+	return printInFlight(c.stdout, ts, *offset, *limit)
+}
+
+// deadFilter registers the filter flags of the dead commands.
+func deadFilter(fs *flag.FlagSet) *inspect.DeadQuery {
+	q := &inspect.DeadQuery{}
+	fs.StringVar(&q.Partition, "partition", "", "only letters of this partition")
+	fs.BoolVar(&q.BasePartition, "base", false, "only letters of the base partition (the empty key)")
+	fs.StringVar(&q.ErrorContains, "error", "", "only letters whose last error contains this (ASCII case ignored)")
+	return q
+}
+
+func (c *cli) deadList(args []string) error {
+	fs := c.flags("dead list")
+	q := deadFilter(fs)
+	fs.StringVar(&q.Cursor, "cursor", "", "continue where a previous page ended")
+	fs.IntVar(&q.Limit, "limit", inspect.DefaultPageLimit, "most letters to list")
+	fs.IntVar(&q.Window, "window", 0, "most letters to look at per shard when filtering (default 1000)")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("dead list takes no arguments"))
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	page, err := c.in.DeadLetters(c.ctx, c.opts.queue, *q)
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		return c.emitJSON(page)
+	}
+	return printDead(c.stdout, page)
+}
+
+func (c *cli) deadRequeue(args []string) error {
+	return c.deadAction("requeue", "requeued", args)
+}
+
+func (c *cli) deadPurge(args []string) error {
+	return c.deadAction("purge", "purged", args)
+}
+
+func (c *cli) deadAction(verb, done string, args []string) error {
+	fs := c.flags("dead " + verb)
+	q := deadFilter(fs)
+	all := fs.Bool("all", false, "every dead letter")
+	ids, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	filtered := q.Partition != "" || q.BasePartition || q.ErrorContains != ""
+	var sel inspect.DeadSelector
+	var what string
+	switch {
+	case len(ids) > 0 && !*all && !filtered:
+		sel.IDs = ids
+	case *all && len(ids) == 0 && !filtered:
+		sel.All = true
+		what = fmt.Sprintf("%s every dead letter of queue %q", strings.ToUpper(verb[:1])+verb[1:], c.opts.queue)
+	case filtered && len(ids) == 0 && !*all:
+		sel.Filter = q
+		what = fmt.Sprintf("%s the dead letters of queue %q that match the filter", strings.ToUpper(verb[:1])+verb[1:], c.opts.queue)
+	default:
+		return usagef("dead %s needs exactly one of: ids, --all, or a filter (--partition, --base, --error)", verb)
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	if what != "" {
+		if err := c.confirm(what); err != nil {
+			return err
+		}
+	}
+	act := c.in.RequeueDead
+	if verb == "purge" {
+		act = c.in.PurgeDead
+	}
+	n, err := act(c.ctx, c.opts.queue, sel)
+	if err != nil {
+		return c.explain(fmt.Errorf("%w (%d %s before the error)", err, n, done))
+	}
+	if c.opts.json {
+		return c.emitJSON(ActionJSON{Action: verb, Count: n})
+	}
+	fmt.Fprintf(c.stdout, "%s %d dead letter%s\n", done, n, plural(n))
+	return nil
+}
+
+func (c *cli) pause(args []string) error  { return c.setPaused("pause", args) }
+func (c *cli) resume(args []string) error { return c.setPaused("resume", args) }
+
+func (c *cli) setPaused(verb string, args []string) error {
+	fs := c.flags(verb)
+	p := fs.String("partition", "", "the partition; without it the whole queue")
+	base := fs.Bool("base", false, "the base partition (the empty key)")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("%s takes no arguments; name a partition with --partition", verb))
+	}
+	if *base && *p != "" {
+		return usagef("--base and --partition name different partitions")
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	var err error
+	target := fmt.Sprintf("queue %q", c.opts.queue)
+	switch {
+	case *p != "" || *base:
+		target = fmt.Sprintf("partition %q of queue %q", *p, c.opts.queue)
+		if verb == "pause" {
+			err = c.in.PausePartition(c.ctx, c.opts.queue, partition.Key(*p))
+		} else {
+			err = c.in.ResumePartition(c.ctx, c.opts.queue, partition.Key(*p))
+		}
+	case verb == "pause":
+		if err := c.confirm(fmt.Sprintf("Pause the whole queue %q: no consumer gets work until resumed", c.opts.queue)); err != nil {
+			return err
+		}
+		err = c.in.PauseQueue(c.ctx, c.opts.queue)
+	default:
+		err = c.in.ResumeQueue(c.ctx, c.opts.queue)
+	}
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		return c.emitJSON(ActionJSON{Action: verb, Count: 1})
+	}
+	fmt.Fprintf(c.stdout, "%sd %s\n", verb, target)
+	return nil
+}
+
+func (c *cli) task(args []string) error {
+	fs := c.flags("task")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("task needs exactly one task id")
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	t, err := c.in.Task(c.ctx, c.opts.queue, pos[0])
+	if err != nil {
+		return c.explain(err)
+	}
+	tj := taskJSON(t)
+	if c.opts.json {
+		return c.emitJSON(tj)
+	}
+	return printTask(c.stdout, tj)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

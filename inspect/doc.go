@@ -1,0 +1,16 @@
+// Package inspect is the operator's view of srq queues: sizes, counters and consumers, the
+// partitions with the most or the oldest work, leased tasks, dead letters, and the actions an
+// operator takes (requeue or purge dead letters, pause or resume a partition or a whole queue).
+//
+// Every call costs O(page size) in Redis, never a scan of the keyspace: the numbers come from
+// counters and indexes the scripts keep (docs/data-model.md). A queue split into shards is read on
+// every shard and the results merged.
+//
+//	in, err := inspect.New(client, inspect.Config{})
+//	if err != nil { ... }
+//	s, err := in.Stats(ctx, "emails")
+//	fmt.Println(s.Pending, s.InFlight, s.Dead)
+//	top, err := in.Partitions(ctx, "emails", inspect.PartitionQuery{By: inspect.ByDepth, Limit: 10})
+//
+// Errors wrap engine.ErrNotFound (unknown queue or task) and engine.ErrInvalid (bad argument).
+package inspect

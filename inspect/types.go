@@ -1,0 +1,234 @@
+package inspect
+
+import (
+	"time"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// Config configures an Inspector. Zero values mean the documented defaults.
+type Config struct {
+	// Prefix starts every key of the queues inspected. Default "srq" (engine.DefaultPrefix).
+	Prefix string
+}
+
+// Counters are a queue's monotonic counters since it was created, summed over its shards. Rates
+// are the differences between two readings divided by the time between their ServerTimes.
+type Counters struct {
+	Published    int64 `json:"published"`     // tasks added
+	Duplicates   int64 `json:"duplicates"`    // publishes refused as duplicates
+	Acked        int64 `json:"acked"`         // tasks completed
+	Rejected     int64 `json:"rejected"`      // rejects that sent a task back to pending
+	TakenBack    int64 `json:"taken_back"`    // later tasks of an ordered run returned with a rejected one
+	Recovered    int64 `json:"recovered"`     // expired leases taken back
+	DeadLettered int64 `json:"dead_lettered"` // tasks moved to the dead letters
+	Requeued     int64 `json:"requeued"`      // dead letters moved back to pending
+	Purged       int64 `json:"purged"`        // dead letters deleted on request
+	Trimmed      int64 `json:"trimmed"`       // dead letters deleted by the caps
+}
+
+// Consumer is a consumer that fetched or extended a lease recently.
+type Consumer struct {
+	ID       string    `json:"id"`
+	Shard    int       `json:"shard"`     // the shard it was last seen on (a consumer may serve several)
+	LastSeen time.Time `json:"last_seen"` // its last fetch or lease extension, server clock
+}
+
+// Stats is a queue's state at one moment, summed over its shards; every figure comes from
+// counters and indexes the scripts keep, never from a scan.
+type Stats struct {
+	Queue  string `json:"queue"`
+	Shards int    `json:"shards"`
+	// Pending counts tasks waiting, due or delayed.
+	Pending int64 `json:"pending"`
+	// InFlight counts tasks under lease.
+	InFlight int64 `json:"in_flight"`
+	// Dead counts dead letters.
+	Dead int64 `json:"dead"`
+	// PendingPartitions counts partitions holding pending tasks.
+	PendingPartitions int64 `json:"pending_partitions"`
+	// ReadyPartitions counts partitions that can hand out work now.
+	ReadyPartitions int64 `json:"ready_partitions"`
+	// ScheduledPartitions counts partitions whose next work is delayed, or blocked by a delayed
+	// reject (ordered partitions).
+	ScheduledPartitions int64 `json:"scheduled_partitions"`
+	// BlockedPartitions counts partitions with pending tasks that are neither ready nor scheduled:
+	// held by a lease (ordered), at their concurrency limit, or paused.
+	BlockedPartitions int64 `json:"blocked_partitions"`
+	// PausedPartitions counts paused partitions, with or without pending tasks.
+	PausedPartitions int64 `json:"paused_partitions"`
+	// Paused says the whole queue is paused (PauseQueue): fetches hand out nothing.
+	Paused bool `json:"paused"`
+	// PausedShards counts the shards that are paused; a queue paused while a shard was unreachable
+	// may be paused only in part.
+	PausedShards int `json:"paused_shards"`
+	Counters
+	// Consumers are the most recently seen consumers, newest first, at most 100 per shard; ones not
+	// seen for an hour are forgotten.
+	Consumers []Consumer `json:"consumers"`
+	// ConsumerCount counts the consumers seen within the last hour (up to 10,000 per shard).
+	ConsumerCount int64 `json:"consumer_count"`
+	// ServerTime is the Redis server's clock when the stats were read (the latest over the shards).
+	ServerTime time.Time `json:"server_time"`
+}
+
+// PartitionOrder says which partitions Partitions lists first.
+type PartitionOrder int
+
+// The orders of PartitionQuery.By.
+const (
+	// ByDepth lists the partitions with the most pending tasks first.
+	ByDepth PartitionOrder = iota
+	// ByAge lists the partitions whose earliest pending task has been available longest first
+	// (oldest head available-at first; delayed heads come last).
+	ByAge
+	// ByPaused lists paused partitions, longest paused first.
+	ByPaused
+)
+
+// String returns "depth", "age" or "paused".
+func (o PartitionOrder) String() string {
+	switch o {
+	case ByDepth:
+		return "depth"
+	case ByAge:
+		return "age"
+	case ByPaused:
+		return "paused"
+	}
+	return "PartitionOrder(" + itoa(int(o)) + ")"
+}
+
+// PartitionQuery selects the partitions Partitions returns.
+type PartitionQuery struct {
+	By PartitionOrder
+	// Limit is the most partitions returned. Default 20; at most MaxLimit.
+	Limit int
+}
+
+// MaxLimit is the largest page size of Partitions, InFlight and DeadLetters.
+const MaxLimit = 500
+
+// PartitionState is where a partition stands in the round-robin.
+type PartitionState string
+
+// The states of a partition.
+const (
+	PartitionReady     PartitionState = "ready"     // can hand out work now
+	PartitionScheduled PartitionState = "scheduled" // its next work is delayed, or it is blocked until a time
+	PartitionPaused    PartitionState = "paused"    // paused: hands out nothing until resumed
+	PartitionHeld      PartitionState = "held"      // pending work, but held by a lease (ordered) or at its limit
+	PartitionEmpty     PartitionState = "empty"     // nothing pending
+)
+
+// Partition is one partition as the Inspector shows it.
+type Partition struct {
+	Key   partition.Key `json:"key"`
+	Shard int           `json:"shard"`
+	// Pending counts its pending tasks (due or delayed).
+	Pending int64 `json:"pending"`
+	// HeadAvailableAt is when its earliest pending task became (or becomes) available; zero when
+	// nothing is pending.
+	HeadAvailableAt time.Time      `json:"head_available_at"`
+	State           PartitionState `json:"state"`
+	Paused          bool           `json:"paused"`
+	// PausedAt is when it was paused; zero when not paused.
+	PausedAt time.Time `json:"paused_at"`
+	// Limit is its concurrency limit (unordered partitions); 0 means none.
+	Limit int `json:"limit"`
+	// Leased counts its leases that hold it (ordered) or count against its limit.
+	Leased int64 `json:"leased"`
+	// BlockedUntil is when a delayed reject of an ordered partition stops blocking it; zero when
+	// not blocked.
+	BlockedUntil time.Time `json:"blocked_until"`
+	// NextDue is when a scheduled partition can next hand out work; zero unless scheduled.
+	NextDue time.Time `json:"next_due"`
+}
+
+// Page selects a slice of a list.
+type Page struct {
+	Offset int
+	// Limit is the most items returned. Default 50; at most MaxLimit. Offset+Limit is at most
+	// MaxOffset.
+	Limit int
+}
+
+// MaxOffset bounds Page.Offset+Page.Limit: deeper pages cost more on every shard.
+const MaxOffset = 10_000
+
+// InFlightTask is a leased task, as InFlight lists it.
+type InFlightTask struct {
+	ID          string        `json:"id"`
+	Shard       int           `json:"shard"`
+	Partition   partition.Key `json:"partition"`
+	Priority    int           `json:"priority"`
+	Attempt     int           `json:"attempt"`      // this delivery's attempt, from 1
+	MaxAttempts int           `json:"max_attempts"` // 0: unlimited
+	Crashes     int           `json:"crashes"`
+	Consumer    string        `json:"consumer"`
+	// LeaseDeadline is when the lease ends unless extended, on the server's clock; a deadline in
+	// the past means the lease expired and recovery has not taken it back yet.
+	LeaseDeadline time.Time `json:"lease_deadline"`
+	EnqueuedAt    time.Time `json:"enqueued_at"`
+}
+
+// DeadQuery selects dead letters, newest first.
+type DeadQuery struct {
+	// Partition keeps only the letters of this partition when not empty.
+	Partition string
+	// BasePartition keeps only the letters of the base partition (the empty key), which an empty
+	// Partition cannot say. It may not be combined with a non-empty Partition.
+	BasePartition bool
+	// ErrorContains keeps only the letters whose last error contains it, ignoring ASCII case.
+	ErrorContains string
+	// Cursor continues a listing where DeadPage.Next left it; empty starts at the newest letter.
+	// A cursor is opaque and belongs to the query and queue that returned it.
+	Cursor string
+	// Limit is the most letters returned. Default 50; at most MaxLimit.
+	Limit int
+	// Window is the most letters one call looks at per shard when filtering (default 1000, at most
+	// MaxDeadWindow): a page may be short, or empty, with a Next to continue from.
+	Window int
+}
+
+// DeadLetter is a task that failed for good.
+type DeadLetter struct {
+	ID          string            `json:"id"`
+	Shard       int               `json:"shard"`
+	Partition   partition.Key     `json:"partition"`
+	Priority    int               `json:"priority"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"max_attempts"`
+	Crashes     int               `json:"crashes"`
+	Error       string            `json:"error"` // the last error
+	DiedAt      time.Time         `json:"died_at"`
+	EnqueuedAt  time.Time         `json:"enqueued_at"`
+	Payload     []byte            `json:"payload"`
+	Headers     map[string]string `json:"headers"`
+}
+
+// DeadPage is one page of dead letters, newest first.
+type DeadPage struct {
+	Letters []DeadLetter `json:"letters"`
+	// Next continues the listing (DeadQuery.Cursor); empty when every letter was looked at.
+	Next string `json:"next"`
+	// Total counts the queue's dead letters, filtered or not.
+	Total int64 `json:"total"`
+}
+
+// DeadSelector names the dead letters RequeueDead and PurgeDead act on: exactly one of IDs, Filter
+// and All.
+type DeadSelector struct {
+	IDs []string
+	// Filter selects by partition and error; its Cursor, Limit and Window are ignored: every
+	// matching letter is acted on.
+	Filter *DeadQuery
+	All    bool
+}
+
+// Task is one task's record, with the shard that holds it.
+type Task struct {
+	engine.TaskInfo
+	Shard int `json:"shard"`
+}
