@@ -1,0 +1,208 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/srqueue/srq/inspect"
+	"github.com/srqueue/srq/partition"
+)
+
+var urlQueryEscape = url.QueryEscape
+
+// errReadOnly is why a mutation is refused in read-only mode.
+var errReadOnly = errors.New("the dashboard is read-only: mutations are disabled")
+
+// action is one mutation: it acts on the queue named by the form's q field and returns where to
+// send the browser afterwards (a relative URL) and what to log.
+type action func(ctx context.Context, queue string, form url.Values) (redirect string, audit []slog.Attr, err error)
+
+// mutation guards an action: read-only mode refuses it (403), then a cross-origin request or a
+// missing or bad CSRF token (403), then a form without a queue (400). Config.Auth has run before.
+// Success answers 303 See Other to the page the action came from, which shows what was done.
+func (h *handler) mutation(act action) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cfg.ReadOnly {
+			h.refuse(w, r, http.StatusForbidden, errReadOnly)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			h.fail(w, r, http.StatusBadRequest, "Malformed form: "+err.Error())
+			return
+		}
+		if err := h.csrf.check(r, r.PostForm.Get("token")); err != nil {
+			h.refuse(w, r, http.StatusForbidden, err)
+			return
+		}
+		q := r.PostForm.Get("q")
+		if q == "" {
+			h.fail(w, r, http.StatusBadRequest, "The form names no queue.")
+			return
+		}
+		loc, audit, err := act(r.Context(), q, r.PostForm)
+		if err != nil {
+			h.failErr(w, r, r.URL.Path[1:], err)
+			return
+		}
+		attrs := append([]slog.Attr{slog.String("action", r.URL.Path[1:]), slog.String("queue", q),
+			slog.String("remote", r.RemoteAddr)}, audit...)
+		h.log.LogAttrs(r.Context(), slog.LevelInfo, "srq web: mutation", attrs...)
+		// A relative Location resolves against the action's URL, which sits beside the pages, so
+		// it is right under any mount prefix (http.Redirect would make it absolute without the
+		// prefix StripPrefix removed).
+		w.Header().Set("Location", loc)
+		w.WriteHeader(http.StatusSeeOther)
+	}
+}
+
+// refuse answers a refused mutation and logs it.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, status int, err error) {
+	h.log.LogAttrs(r.Context(), slog.LevelWarn, "srq web: mutation refused", slog.String("path", r.URL.Path),
+		slog.String("remote", r.RemoteAddr), slog.Int("status", status), slog.String("error", err.Error()))
+	h.fail(w, r, status, err.Error())
+}
+
+// badRequest is an error the handler answers with 400.
+type badRequest string
+
+func (e badRequest) Error() string { return string(e) }
+
+// deadSelector reads which dead letters the form means: scope=selected with id fields, scope=filter
+// with partition/base/error fields, or scope=all.
+func deadSelector(form url.Values) (inspect.DeadSelector, error) {
+	switch form.Get("scope") {
+	case "selected":
+		ids := form["id"]
+		if len(ids) == 0 {
+			return inspect.DeadSelector{}, badRequest("Select at least one dead letter.")
+		}
+		return inspect.DeadSelector{IDs: ids}, nil
+	case "filter":
+		f := deadFilter(form.Get)
+		if f.Partition == "" && !f.BasePartition && f.ErrorContains == "" {
+			return inspect.DeadSelector{}, badRequest("The filter is empty: use scope=all to act on every dead letter.")
+		}
+		return inspect.DeadSelector{Filter: &f}, nil
+	case "all":
+		return inspect.DeadSelector{All: true}, nil
+	}
+	return inspect.DeadSelector{}, badRequest("Say which dead letters: scope must be selected, filter or all.")
+}
+
+// deadPageURL is the dead-letter page the form came from, with its filter, and the outcome.
+func deadPageURL(queue string, form url.Values, done string, n int) string {
+	v := url.Values{"q": {queue}, "done": {done}, "n": {strconv.Itoa(n)}}
+	for _, k := range []string{"partition", "base", "error", "limit"} {
+		if s := form.Get(k); s != "" {
+			v.Set(k, s)
+		}
+	}
+	return "./dead?" + v.Encode()
+}
+
+func (h *handler) requeue(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+	sel, err := deadSelector(form)
+	if err != nil {
+		return "", nil, err
+	}
+	n, err := h.in.RequeueDead(ctx, queue, sel)
+	if err != nil {
+		return "", nil, err
+	}
+	return deadPageURL(queue, form, "requeued", n), selectorAttrs(sel, n), nil
+}
+
+func (h *handler) purge(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+	sel, err := deadSelector(form)
+	if err != nil {
+		return "", nil, err
+	}
+	n, err := h.in.PurgeDead(ctx, queue, sel)
+	if err != nil {
+		return "", nil, err
+	}
+	return deadPageURL(queue, form, "purged", n), selectorAttrs(sel, n), nil
+}
+
+func selectorAttrs(sel inspect.DeadSelector, n int) []slog.Attr {
+	attrs := []slog.Attr{slog.Int("count", n)}
+	switch {
+	case sel.All:
+		attrs = append(attrs, slog.Bool("all", true))
+	case sel.Filter != nil:
+		attrs = append(attrs, slog.String("partition", sel.Filter.Partition), slog.Bool("base", sel.Filter.BasePartition),
+			slog.String("error_contains", sel.Filter.ErrorContains))
+	default:
+		attrs = append(attrs, slog.Any("ids", sel.IDs))
+	}
+	return attrs
+}
+
+// partitionField reads the partition field, which must be present (empty names the base
+// partition) and a valid key.
+func partitionField(form url.Values) (partition.Key, error) {
+	vs, ok := form["partition"]
+	if !ok || len(vs) != 1 {
+		return "", badRequest("Name one partition.")
+	}
+	p := partition.Key(vs[0])
+	if err := p.Validate(); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// partitionPageURL is the page a partition action came from (partitions or queue) with the outcome.
+func partitionPageURL(queue string, form url.Values, done string, p partition.Key) string {
+	v := url.Values{"q": {queue}, "done": {done}, "p": {string(p)}}
+	if form.Get("back") == "partitions" {
+		for _, k := range []string{"by", "limit"} {
+			if s := form.Get(k); s != "" {
+				v.Set(k, s)
+			}
+		}
+		return "./partitions?" + v.Encode()
+	}
+	return "./queue?" + v.Encode()
+}
+
+func (h *handler) pausePartition(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+	p, err := partitionField(form)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := h.in.PausePartition(ctx, queue, p); err != nil {
+		return "", nil, err
+	}
+	return partitionPageURL(queue, form, "paused-partition", p), []slog.Attr{slog.String("partition", string(p))}, nil
+}
+
+func (h *handler) resumePartition(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+	p, err := partitionField(form)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := h.in.ResumePartition(ctx, queue, p); err != nil {
+		return "", nil, err
+	}
+	return partitionPageURL(queue, form, "resumed-partition", p), []slog.Attr{slog.String("partition", string(p))}, nil
+}
+
+func (h *handler) pauseQueue(ctx context.Context, queue string, _ url.Values) (string, []slog.Attr, error) {
+	if err := h.in.PauseQueue(ctx, queue); err != nil {
+		return "", nil, err
+	}
+	return "./queue?" + url.Values{"q": {queue}, "done": {"paused-queue"}}.Encode(), nil, nil
+}
+
+func (h *handler) resumeQueue(ctx context.Context, queue string, _ url.Values) (string, []slog.Attr, error) {
+	if err := h.in.ResumeQueue(ctx, queue); err != nil {
+		return "", nil, err
+	}
+	return "./queue?" + url.Values{"q": {queue}, "done": {"resumed-queue"}}.Encode(), nil, nil
+}

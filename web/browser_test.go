@@ -1,0 +1,247 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// chromium returns the browser to drive: $SRQ_CHROMIUM, or chromium / chromium-browser /
+// google-chrome on PATH. Without one the test skips, unless CI is set: CI installs Debian's
+// chromium (.ci/run), so there a missing browser is a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SRQ_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("browser test: no chromium on PATH, and CI is set: install it (apt-get install -y --no-install-recommends chromium) or set SRQ_CHROMIUM")
+	}
+	t.Skip("browser test skipped: chromium is not installed (apt-get install -y --no-install-recommends chromium, or set SRQ_CHROMIUM); under CI this fails")
+	return ""
+}
+
+// browser starts headless Chromium for t, closed (and waited for) when t ends. The flags keep it
+// off the network: this machine has none, and Chromium's background connections only slow it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // tests run as root in CI
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 860),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser and waits for it
+		cancelTab()
+		cancelAlloc()
+	})
+	// The first Do starts the browser; it must not run under a timeout, which would end it.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// step runs actions with a deadline, failing the test with what it was doing.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// read runs one action with a value under a deadline.
+func read[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+	return v
+}
+
+// TestBrowser drives the dashboard in headless Chromium against a real Redis holding tasks: the
+// page shows the right counts (and the live refresh keeps them right), requeueing a dead letter
+// from its page moves it back, and pausing a partition from the partitions page stops its
+// deliveries.
+func TestBrowser(t *testing.T) {
+	ctx := browser(t)
+	b := setup(t, Config{RefreshInterval: 300 * time.Millisecond})
+	q := b.queue("orders ✓ <b>")
+	dead := b.kill(q, "!card-declined", 2, "card declined <script>alert(1)</script>")
+	b.publish(q, "!user-1", 3, "")
+	b.publish(q, "!user-2", 2, "")
+	queueURL := b.base + "queue?q=" + urlQueryEscape(q.Name())
+
+	// The counts.
+	step(t, ctx, "open the queue page", chromedp.Navigate(queueURL), chromedp.WaitVisible(chromedp.ID("stat-pending")))
+	for id, want := range map[string]string{"stat-pending": "5", "stat-dead": "2", "stat-inflight": "0"} {
+		if got := read(t, ctx, "read "+id, chromedp.Text(chromedp.ID(id))); got != want {
+			t.Errorf("%s shows %q, want %q", id, got, want)
+		}
+	}
+	if title := read(t, ctx, "title", chromedp.Title()); !strings.Contains(title, "orders ✓ <b>") {
+		t.Errorf("title %q lacks the queue name as text", title)
+	}
+	// The page refreshes its counts from the JSON endpoint.
+	b.publish(q, "!user-2", 1, "")
+	step(t, ctx, "wait for the live count", chromedp.Poll[chromedp.Void](
+		`document.getElementById("stat-pending").textContent === "6"`, chromedp.WithPollingTimeout(10*time.Second)))
+	step(t, ctx, "wait for the chart", chromedp.Poll[chromedp.Void](
+		`document.querySelectorAll("#chart polyline").length === 4`, chromedp.WithPollingTimeout(10*time.Second)))
+
+	// Requeue one dead letter from the dead-letter page.
+	button := `button[data-action="requeue"][data-id="` + dead[0] + `"]`
+	step(t, ctx, "requeue a dead letter",
+		chromedp.Navigate(b.base+"dead?q="+urlQueryEscape(q.Name())),
+		chromedp.WaitVisible(chromedp.CSS(button)),
+		chromedp.Click(chromedp.CSS(button)),
+		chromedp.WaitVisible(chromedp.ID("flash")))
+	if msg := read(t, ctx, "flash", chromedp.Text(chromedp.ID("flash"))); msg != "Requeued 1 dead letter." {
+		t.Errorf("flash after requeue: %q", msg)
+	}
+	if body := read(t, ctx, "page text", chromedp.Text(chromedp.CSS("main"))); !strings.Contains(body, "<script>alert(1)</script>") {
+		t.Errorf("the error is not shown as text:\n%s", body)
+	}
+	task, err := b.in.Task(b.ctx, q.Name(), dead[0])
+	if err != nil || task.State != "pending" {
+		t.Fatalf("requeued task in Redis: %+v %v", task.State, err)
+	}
+	if st := b.stats(q.Name()); st.Dead != 1 || st.Pending != 7 {
+		t.Errorf("after requeue: dead %d pending %d, want 1 and 7", st.Dead, st.Pending)
+	}
+
+	// Pause !user-1 from the partitions page.
+	pause := `button[data-action="pause"][data-partition="!user-1"]`
+	step(t, ctx, "pause a partition",
+		chromedp.Navigate(b.base+"partitions?q="+urlQueryEscape(q.Name())),
+		chromedp.WaitVisible(chromedp.CSS(pause)),
+		chromedp.Click(chromedp.CSS(pause)),
+		chromedp.WaitVisible(chromedp.ID("flash")),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-action="resume"][data-partition="!user-1"]`)))
+	got := map[partition.Key]int{}
+	for {
+		ds, err := q.Engine().Fetch(b.ctx, "probe", 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			got[d.Partition]++
+		}
+		if _, err := q.Engine().Ack(b.ctx, receipts(ds)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got["!user-1"] != 0 || got["!user-2"] != 3 || got["!card-declined"] != 1 {
+		t.Errorf("deliveries with !user-1 paused: %v, want none of !user-1, 3 of !user-2, 1 of !card-declined", got)
+	}
+	if st := b.stats(q.Name()); st.Pending != 3 || st.PausedPartitions != 1 {
+		t.Errorf("after draining: pending %d paused partitions %d, want 3 and 1", st.Pending, st.PausedPartitions)
+	}
+}
+
+func receipts(ds []engine.Delivery) []engine.Receipt {
+	rs := make([]engine.Receipt, len(ds))
+	for i := range ds {
+		rs[i] = ds[i].Receipt()
+	}
+	return rs
+}
+
+// TestBrowserScreenshot saves a screenshot of the overview with live traffic as
+// docs/dashboard.png when SRQ_SCREENSHOT is set.
+func TestBrowserScreenshot(t *testing.T) {
+	if os.Getenv("SRQ_SCREENSHOT") == "" {
+		t.Skip("set SRQ_SCREENSHOT=1 to write docs/dashboard.png")
+	}
+	ctx := browser(t)
+	b := setup(t, Config{RefreshInterval: 300 * time.Millisecond})
+	orders, emails, hooks := b.queue("orders"), b.queue("emails"), b.queue("webhooks")
+	b.kill(hooks, "!tenant-17", 4, "POST https://hooks.example/17: 503 Service Unavailable")
+	b.publish(emails, "!campaign-7", 150, "") // a backlog held by a pause
+	if err := b.in.PausePartition(b.ctx, emails.Name(), "!campaign-7"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Traffic for the chart: a publisher and a worker per queue until the chart is full enough.
+	traffic, stop := context.WithCancel(b.ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for i, q := range []*srq.Queue[event]{orders, emails, hooks} {
+		w, err := srq.NewWorker(q, srq.HandlerFunc[event](func(ctx context.Context, t *srq.Task[event]) error {
+			if t.Value.N%97 == 13 {
+				return srq.Permanent(errors.New("validation failed: amount < 0"))
+			}
+			if t.Value.N%23 == 5 && t.Attempt == 1 {
+				return srq.RejectWithDelay(50*time.Millisecond, errors.New("upstream busy"))
+			}
+			return nil
+		}), srq.WorkerConfig{Concurrency: 8, Logger: slog.New(slog.DiscardHandler), PollWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = w.Run(traffic) }()
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-traffic.Done():
+					return
+				case <-tick.C:
+				}
+				batch := make([]srq.Message[event], 2+(n/4+i*3)%9)
+				for j := range batch {
+					batch[j] = srq.Message[event]{Value: event{N: n*10 + j}, Opts: srq.PublishOpts{Partition: "!user-" + string(rune('a'+j%12))}}
+				}
+				_, _ = q.PublishBatch(traffic, batch)
+			}
+		}()
+	}
+	step(t, ctx, "open the overview", chromedp.Navigate(b.base), chromedp.WaitVisible(chromedp.ID("queues")))
+	fill, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(fill, chromedp.Poll[chromedp.Void](`window.srqChartPoints && window.srqChartPoints() >= 60`,
+		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		t.Fatalf("browser: fill the chart: %v", err)
+	}
+	png := read(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+	path := filepath.Join("..", "docs", "dashboard.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", path, len(png))
+}

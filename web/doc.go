@@ -1,0 +1,27 @@
+// Package web is srq's operations dashboard and Prometheus endpoint, as http.Handlers to mount in
+// your own service.
+//
+// NewHandler serves server-rendered pages over an *inspect.Inspector: the queues with a live
+// throughput chart, one queue's counts, counters, consumers and pause switch, its top partitions
+// by depth or age with pause and resume buttons, its tasks in flight, its dead letters (paged,
+// filtered by partition and error) with requeue and purge buttons, and a task lookup. Everything
+// it needs, CSS and JavaScript included, is embedded: it works offline and loads nothing from
+// elsewhere. Every link is relative, so it works under any path prefix.
+//
+// Reading costs what the Inspector's calls cost (bounded pages, no scans). Mutations are POST
+// only and need a CSRF token from one of the pages and a same-origin request; Config.ReadOnly
+// refuses them all, and Config.Auth sees every request first.
+//
+//	in, err := inspect.New(redisClient, inspect.Config{})
+//	dash, err := web.NewHandler(in, web.Config{
+//		Auth: func(r *http.Request) error { return checkOperator(r) }, // yours
+//	})
+//	mux.Handle("/ops/srq/", http.StripPrefix("/ops/srq", dash))
+//
+//	metrics, err := web.NewMetrics(in, web.MetricsConfig{})
+//	mux.Handle("/metrics", metrics)
+//	mw, err := middleware.Metrics(middleware.OTelConfig{MeterProvider: metrics.MeterProvider()})
+//
+// docs/operations.md describes mounting, authentication, read-only mode, the CSRF protection and
+// the metrics endpoint; docs/metrics.md lists every metric.
+package web

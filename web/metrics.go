@@ -1,0 +1,190 @@
+package web
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/srqueue/srq/inspect"
+)
+
+// Names of the gauges and counters Metrics reads from the Inspector at every scrape, each with
+// the attribute messaging.destination.name (the queue). docs/metrics.md lists them with their
+// Prometheus names.
+const (
+	MetricQueuePending             = "srq.queue.pending"              // gauge: tasks pending, due or delayed
+	MetricQueueInFlight            = "srq.queue.in_flight"            // gauge: tasks under lease
+	MetricQueueDead                = "srq.queue.dead"                 // gauge: dead letters
+	MetricQueuePaused              = "srq.queue.paused"               // gauge: 1 when the whole queue is paused
+	MetricQueueConsumers           = "srq.queue.consumers"            // gauge: consumers seen in the last hour
+	MetricQueuePartitionsPending   = "srq.queue.partitions.pending"   // gauge: partitions with pending tasks
+	MetricQueuePartitionsReady     = "srq.queue.partitions.ready"     // gauge: partitions that can hand out work now
+	MetricQueuePartitionsScheduled = "srq.queue.partitions.scheduled" // gauge: partitions waiting for a time
+	MetricQueuePartitionsBlocked   = "srq.queue.partitions.blocked"   // gauge: partitions held by a lease, a limit or a pause
+	MetricQueuePartitionsPaused    = "srq.queue.partitions.paused"    // gauge: paused partitions
+	MetricQueueEvents              = "srq.queue.events"               // counter: task transitions, by srq.event
+)
+
+// The attributes of the Inspector's metrics.
+const (
+	attrQueue = attribute.Key("messaging.destination.name")
+	attrEvent = attribute.Key("srq.event")
+)
+
+// DefaultScrapeTimeout bounds the Inspector calls of one scrape.
+const DefaultScrapeTimeout = 5 * time.Second
+
+// MetricsConfig configures NewMetrics. Zero values mean the documented defaults.
+type MetricsConfig struct {
+	// Registry receives the srq metrics. Default: a new registry holding only them (no Go runtime
+	// or process metrics); pass your own to serve everything from one endpoint.
+	Registry *prometheus.Registry
+	// Queues are the queues whose depth is reported. Default: every queue the Inspector lists, read
+	// again at every scrape.
+	Queues []string
+	// ScrapeTimeout bounds the Inspector calls of one scrape. Default DefaultScrapeTimeout.
+	ScrapeTimeout time.Duration
+}
+
+// Metrics is a Prometheus endpoint for srq: an http.Handler serving, in the text exposition
+// format, the OpenTelemetry instruments recorded through MeterProvider (give it to
+// middleware.OTelConfig for the worker's and the publisher's metrics) and gauges of every queue's
+// depth, partitions and consumers read from the Inspector at each scrape, with one Stats call per
+// queue. docs/metrics.md lists every metric.
+type Metrics struct {
+	provider *sdkmetric.MeterProvider
+	reg      metric.Registration
+	handler  http.Handler
+}
+
+// NewMetrics builds the endpoint over in. It fails for a nil inspector, a negative timeout, or
+// when the exporter or an instrument cannot be created or registered (such as a Registry that
+// already holds the srq metrics).
+func NewMetrics(in *inspect.Inspector, cfg MetricsConfig) (*Metrics, error) {
+	if in == nil {
+		return nil, errors.New("srq web: nil inspector")
+	}
+	if cfg.ScrapeTimeout < 0 {
+		return nil, fmt.Errorf("srq web: negative ScrapeTimeout %v", cfg.ScrapeTimeout)
+	}
+	timeout := cmp.Or(cfg.ScrapeTimeout, DefaultScrapeTimeout)
+	registry := cfg.Registry
+	if registry == nil {
+		registry = prometheus.NewRegistry()
+	}
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		return nil, fmt.Errorf("srq web: prometheus exporter: %w", err)
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	reg, err := registerQueueGauges(provider.Meter("github.com/srqueue/srq/web"), in, cfg.Queues, timeout)
+	if err != nil {
+		_ = provider.Shutdown(context.WithoutCancel(context.TODO()))
+		return nil, err
+	}
+	return &Metrics{provider: provider, reg: reg,
+		handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}, nil
+}
+
+// MeterProvider is the provider whose instruments the endpoint serves: set it as
+// middleware.OTelConfig.MeterProvider for middleware.Metrics and middleware.MetricsPublish. Do
+// not also register middleware.QueueDepth with it: the endpoint already reports the same gauges.
+func (m *Metrics) MeterProvider() metric.MeterProvider { return m.provider }
+
+// ServeHTTP serves one scrape.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+
+// Shutdown stops reading the Inspector and shuts the meter provider down; instruments recorded
+// afterwards are dropped. It fails with the provider's shutdown error or ctx's.
+func (m *Metrics) Shutdown(ctx context.Context) error {
+	return errors.Join(m.reg.Unregister(), m.provider.Shutdown(ctx))
+}
+
+// registerQueueGauges creates the Inspector's instruments and the callback that reads them.
+func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string, timeout time.Duration) (metric.Registration, error) {
+	var errs []error
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	pending := gauge(MetricQueuePending, "{task}", "Tasks pending, due or delayed.")
+	inFlight := gauge(MetricQueueInFlight, "{task}", "Tasks under lease.")
+	dead := gauge(MetricQueueDead, "{task}", "Dead letters.")
+	paused := gauge(MetricQueuePaused, "", "1 when the whole queue is paused, else 0.")
+	consumers := gauge(MetricQueueConsumers, "{consumer}", "Consumers seen in the last hour.")
+	pPending := gauge(MetricQueuePartitionsPending, "{partition}", "Partitions holding pending tasks.")
+	pReady := gauge(MetricQueuePartitionsReady, "{partition}", "Partitions that can hand out work now.")
+	pScheduled := gauge(MetricQueuePartitionsScheduled, "{partition}", "Partitions whose next work is delayed.")
+	pBlocked := gauge(MetricQueuePartitionsBlocked, "{partition}", "Partitions with pending tasks held by a lease, a concurrency limit or a pause.")
+	pPaused := gauge(MetricQueuePartitionsPaused, "{partition}", "Paused partitions.")
+	events, err := m.Int64ObservableCounter(MetricQueueEvents, metric.WithUnit("{task}"),
+		metric.WithDescription("Task transitions since the queue was created, counted in Redis over every process, by srq.event."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("srq web: instruments: %w", err)
+	}
+	return m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		names := queues
+		if names == nil {
+			qs, err := in.Queues(ctx)
+			if err != nil {
+				return fmt.Errorf("srq web: metrics: %w", err)
+			}
+			for _, q := range qs {
+				names = append(names, q.Name)
+			}
+		}
+		var errs []error
+		for _, name := range names {
+			st, err := in.Stats(ctx, name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("srq web: metrics of queue %q: %w", name, err))
+				continue
+			}
+			q := attrQueue.String(name)
+			attrs := metric.WithAttributeSet(attribute.NewSet(q))
+			o.ObserveInt64(pending, st.Pending, attrs)
+			o.ObserveInt64(inFlight, st.InFlight, attrs)
+			o.ObserveInt64(dead, st.Dead, attrs)
+			o.ObserveInt64(paused, boolInt(st.Paused), attrs)
+			o.ObserveInt64(consumers, st.ConsumerCount, attrs)
+			o.ObserveInt64(pPending, st.PendingPartitions, attrs)
+			o.ObserveInt64(pReady, st.ReadyPartitions, attrs)
+			o.ObserveInt64(pScheduled, st.ScheduledPartitions, attrs)
+			o.ObserveInt64(pBlocked, st.BlockedPartitions, attrs)
+			o.ObserveInt64(pPaused, st.PausedPartitions, attrs)
+			c := st.Counters
+			for _, ev := range []struct {
+				name string
+				n    int64
+			}{
+				{"published", c.Published}, {"duplicate", c.Duplicates}, {"acked", c.Acked}, {"rejected", c.Rejected},
+				{"taken_back", c.TakenBack}, {"recovered", c.Recovered}, {"dead_lettered", c.DeadLettered},
+				{"requeued", c.Requeued}, {"purged", c.Purged}, {"trimmed", c.Trimmed},
+			} {
+				o.ObserveInt64(events, ev.n, metric.WithAttributeSet(attribute.NewSet(q, attrEvent.String(ev.name))))
+			}
+		}
+		return errors.Join(errs...)
+	}, pending, inFlight, dead, paused, consumers, pPending, pReady, pScheduled, pBlocked, pPaused, events)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

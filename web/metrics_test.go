@@ -1,0 +1,220 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/middleware"
+)
+
+// family is one metric as a scrape shows it and as docs/metrics.md lists it.
+type family struct {
+	Type   string   // counter, gauge or histogram
+	Labels []string // sorted, without le
+}
+
+// scrape GETs the endpoint and returns its families and their samples.
+func scrape(t *testing.T, h http.Handler) (map[string]family, map[string]*dto.MetricFamily) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
+	}
+	var p expfmt.TextParser
+	mfs, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parse scrape: %v", err)
+	}
+	out := map[string]family{}
+	for name, mf := range mfs {
+		labels := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = true
+			}
+		}
+		f := family{Type: strings.ToLower(mf.GetType().String())}
+		for l := range labels {
+			f.Labels = append(f.Labels, l)
+		}
+		sort.Strings(f.Labels)
+		out[name] = f
+	}
+	return out, mfs
+}
+
+// documented reads the metric table of docs/metrics.md: rows that start with a backticked name.
+func documented(t *testing.T) map[string]family {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	name := regexp.MustCompile("^`([a-z_]+)`$")
+	tick := regexp.MustCompile("`([a-z_]+)`")
+	out := map[string]family{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// | `name` | type | unit | `label`, `label` | meaning |
+		cells := strings.Split(sc.Text(), "|")
+		if len(cells) < 6 || strings.TrimSpace(cells[0]) != "" {
+			continue
+		}
+		m := name.FindStringSubmatch(strings.TrimSpace(cells[1]))
+		if m == nil {
+			continue
+		}
+		fam := family{Type: strings.TrimSpace(cells[2])}
+		for _, l := range tick.FindAllStringSubmatch(cells[4], -1) {
+			fam.Labels = append(fam.Labels, l[1])
+		}
+		sort.Strings(fam.Labels)
+		if _, dup := out[m[1]]; dup {
+			t.Errorf("docs/metrics.md lists %s twice", m[1])
+		}
+		out[m[1]] = fam
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMetricsMatchDocs runs a worker with the metrics middleware on the endpoint's provider
+// through every outcome (done, retry, dead), scrapes the endpoint, and checks that the scrape and
+// the table of docs/metrics.md list the same metrics with the same types and labels.
+func TestMetricsMatchDocs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	m, err := NewMetrics(b.in, MetricsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	otelCfg := middleware.OTelConfig{MeterProvider: m.MeterProvider()}
+	pub, err := middleware.MetricsPublish(otelCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := middleware.Metrics(otelCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := srq.NewQueue[event](b.client, srq.QueueConfig{Name: "metrics", Prefix: b.prefix,
+		PublishMiddleware: []srq.PublishMiddleware{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.publish(q, "!a", 1, "")          // done
+	b.publish(q, "!b", 1, "retry")     // fails once, then done
+	b.publish(q, "!c", 1, "permanent") // dead
+	if err := b.in.PausePartition(b.ctx, q.Name(), "!idle"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[event](func(ctx context.Context, task *srq.Task[event]) error {
+		switch {
+		case task.Value.Fail == "permanent":
+			return srq.Permanent(errors.New("bad"))
+		case task.Value.Fail == "retry" && task.Attempt == 1:
+			return errors.New("again")
+		}
+		return nil
+	}), srq.WorkerConfig{Middleware: []srq.Middleware{mw}, Logger: slog.New(slog.DiscardHandler),
+		Retry: func(int, error) time.Duration { return time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for st := b.stats(q.Name()); st.Acked < 2 || st.Dead < 1; st = b.stats(q.Name()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks not settled: %+v", st)
+		}
+		if _, err := w.RunOnce(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got, samples := scrape(t, m)
+	want := documented(t)
+	if len(want) == 0 {
+		t.Fatal("docs/metrics.md lists no metric")
+	}
+	for name, f := range want {
+		g, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("docs/metrics.md lists %s, which the scrape lacks", name)
+		case g.Type != f.Type || !slices.Equal(g.Labels, f.Labels):
+			t.Errorf("%s: scraped %s %v, documented %s %v", name, g.Type, g.Labels, f.Type, f.Labels)
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("the scrape has %s (%s %v), which docs/metrics.md lacks", name, g.Type, g.Labels)
+		}
+	}
+	// A few values, to know the gauges read the right queue.
+	for name, wantV := range map[string]float64{"srq_queue_dead": 1, "srq_queue_pending": 0, "srq_queue_partitions_paused": 1,
+		"srq_published_total": 3, "srq_dead_lettered_total": 1} {
+		if v := value(samples[name], "metrics"); v != wantV {
+			t.Errorf("%s = %v, want %v", name, v, wantV)
+		}
+	}
+}
+
+// value returns the sample of mf whose messaging_destination_name is queue (a counter's or a
+// gauge's value), or -1.
+func value(mf *dto.MetricFamily, queue string) float64 {
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "messaging_destination_name" && l.GetValue() == queue && len(m.GetLabel()) == 1 {
+				if m.Counter != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func TestMetricsChecks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	if _, err := NewMetrics(nil, MetricsConfig{}); err == nil {
+		t.Error("NewMetrics(nil) succeeded")
+	}
+	if _, err := NewMetrics(b.in, MetricsConfig{ScrapeTimeout: -1}); err == nil {
+		t.Error("a negative ScrapeTimeout was accepted")
+	}
+	// Named queues: only those are reported; an unknown one does not hide the others.
+	q := b.queue("named")
+	b.publish(q, "", 2, "")
+	m, err := NewMetrics(b.in, MetricsConfig{Queues: []string{"named", "missing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	_, samples := scrape(t, m)
+	if v := value(samples["srq_queue_pending"], "named"); v != 2 {
+		t.Errorf("pending of named = %v, want 2", v)
+	}
+}
