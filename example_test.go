@@ -144,3 +144,48 @@ func ExampleQueue_PublishBatch() {
 	// ann-2: first duplicate=false, again duplicate=true
 	// pending: 2
 }
+
+// Split a queue over shards, each with its own Redis Cluster hash tag, so a cluster spreads its
+// work over the masters. A partition lives in one shard, so each user's events stay in order.
+func ExampleQueueConfig_shards() {
+	client, done := exampleRedis() // a *redis.ClusterClient in production
+	defer done()
+	ctx := context.Background()
+
+	q, err := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events", Shards: 4})
+	if err != nil {
+		panic(err)
+	}
+	for seq := 1; seq <= 3; seq++ {
+		if _, err := q.Publish(ctx, Event{"ann", seq}, &srq.PublishOpts{Partition: "ann", Ordered: true}); err != nil {
+			panic(err)
+		}
+	}
+	var mu sync.Mutex
+	var got []int
+	w, err := srq.NewWorker(q, srq.HandlerFunc[Event](func(_ context.Context, t *srq.Task[Event]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, t.Value.Seq)
+		return nil
+	}), srq.WorkerConfig{Concurrency: 4})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.RunOnce(ctx); err != nil {
+		panic(err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(got, "acked:", st.Acked, "shards:", len(q.Shards()))
+
+	// A producer that disagrees about the shard count is refused.
+	q2, _ := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events", Shards: 2})
+	_, err = q2.Publish(ctx, Event{"bob", 1}, nil)
+	fmt.Println(errors.Is(err, srq.ErrShardCount))
+	// Output:
+	// [1 2 3] acked: 3 shards: 4
+	// true
+}
