@@ -15,7 +15,15 @@ var (
 	ErrNotDead = errors.New("srq: task is not a dead letter")
 	// ErrInvalid is wrapped by every error about a bad argument or configuration.
 	ErrInvalid = errors.New("srq: invalid argument")
+	// ErrQueueNotFound is wrapped by the error for a queue that is not registered (see
+	// RegisterQueue) and has no keys. It matches ErrNotFound too.
+	ErrQueueNotFound error = queueNotFound{}
 )
+
+type queueNotFound struct{}
+
+func (queueNotFound) Error() string        { return "srq: queue not found" }
+func (queueNotFound) Is(target error) bool { return target == ErrNotFound }
 
 // Result codes the scripts return (lua/includes/common.lua).
 const (

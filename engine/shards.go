@@ -149,12 +149,13 @@ func Queues(ctx context.Context, client redis.UniversalClient, prefix string) ([
 }
 
 // QueueShards returns the shard count queue is registered with under prefix. It fails with
-// ErrNotFound when the queue is not registered, and with Redis's error.
+// ErrQueueNotFound (which matches ErrNotFound) when the queue is not registered, and with Redis's
+// error.
 func QueueShards(ctx context.Context, client redis.UniversalClient, prefix, queue string) (int, error) {
 	n, err := client.HGet(ctx, RegistryKey(prefix), queue).Int()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return 0, fmt.Errorf("%w: queue %q is not registered under prefix %q", ErrNotFound, queue, prefix)
+		return 0, fmt.Errorf("%w: %q is not registered under prefix %q", ErrQueueNotFound, queue, prefix)
 	case err != nil:
 		return 0, fmt.Errorf("srq: look up queue %q: %w", queue, err)
 	}

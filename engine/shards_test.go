@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,5 +57,19 @@ func TestShardOfSpreads(t *testing.T) {
 		if c < keys/n*9/10 || c > keys/n*11/10 {
 			t.Fatalf("shard %d got %d of %d keys: %v", i, c, keys, counts)
 		}
+	}
+}
+
+// TestQueueShardsUnknownQueue: an unregistered queue is reported as ErrQueueNotFound, which also
+// matches ErrNotFound, with a message about the queue (not a task).
+func TestQueueShardsUnknownQueue(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	_, err := engine.QueueShards(context.Background(), c, "srq", redistest.Queue(t))
+	if !errors.Is(err, engine.ErrQueueNotFound) || !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("QueueShards of an unknown queue: %v", err)
+	}
+	if strings.Contains(err.Error(), "task") {
+		t.Fatalf("message %q talks about a task", err)
 	}
 }

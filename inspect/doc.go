@@ -12,5 +12,6 @@
 //	fmt.Println(s.Pending, s.InFlight, s.Dead)
 //	top, err := in.Partitions(ctx, "emails", inspect.PartitionQuery{By: inspect.ByDepth, Limit: 10})
 //
-// Errors wrap engine.ErrNotFound (unknown queue or task) and engine.ErrInvalid (bad argument).
+// Errors wrap engine.ErrQueueNotFound (unknown queue; it matches engine.ErrNotFound too),
+// engine.ErrNotFound (unknown task) and engine.ErrInvalid (bad argument).
 package inspect

@@ -76,7 +76,7 @@ func (in *Inspector) shards(ctx context.Context, queue string) ([]*engine.Engine
 		}
 		if found == 0 {
 			return nil, fmt.Errorf("inspect: %w: no queue %q under prefix %q (srq queues lists the registered ones)",
-				engine.ErrNotFound, queue, in.prefix)
+				engine.ErrQueueNotFound, queue, in.prefix)
 		}
 		n, err = 1, nil
 	}
