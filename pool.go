@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/srqueue/srq/engine"
@@ -29,6 +30,7 @@ type job struct {
 type pool struct {
 	w        *Worker
 	slots    chan struct{}   // one per task the worker may hold, fetched or running
+	turn     chan struct{}   // held by the fetcher that is taking slots and fetching
 	acks     chan *job       // jobs to ack, batched by ackLoop
 	stopping <-chan struct{} // closed when Run's context ends
 }
@@ -40,13 +42,22 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 // fetchLoop fetches from one shard's engine as many tasks as there are free slots, groups them
 // into units (the tasks of one ordered partition together, every other task alone) and hands the
 // units to the handlers. While the shard has no work it blocks in Redis holding no slot, so the
-// fetchers of other shards can use them. It ends when ctx ends.
+// fetchers of other shards can use them. The fetchers of a sharded queue take turns (FIFO): one at
+// a time takes every free slot and fetches, so each fetch gets as big a batch as a single shard's
+// would, instead of the free slots being split between the shards' fetchers. It ends when ctx
+// ends.
 func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng *engine.Engine) error {
 	w := p.w
 	backoff := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
+			return nil
+		case p.turn <- struct{}{}:
+		}
+		select {
+		case <-ctx.Done():
+			<-p.turn
 			return nil
 		case <-p.slots:
 		}
@@ -64,6 +75,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 		for i := len(ds); i < n; i++ {
 			p.slots <- struct{}{}
 		}
+		<-p.turn
 		if err == nil && len(ds) == 0 {
 			wait := w.cfg.PollWait
 			if nextDue >= 0 {
@@ -320,9 +332,23 @@ func (p *pool) ackLoop(base context.Context) error {
 				break drain
 			}
 		}
-		for eng, group := range byShard(batch) {
-			p.ack(base, eng, group)
+		groups := byShard(batch)
+		if len(groups) == 1 {
+			for eng, group := range groups {
+				p.ack(base, eng, group)
+			}
+			continue
 		}
+		// The shards live on different nodes of a cluster: ack them at once.
+		var wg sync.WaitGroup
+		for eng, group := range groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.ack(base, eng, group)
+			}()
+		}
+		wg.Wait()
 	}
 	return nil
 }

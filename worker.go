@@ -68,7 +68,7 @@ type Worker struct {
 // NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil queue
 // or handler or an invalid configuration.
 func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, error) {
-	if q == nil || h == nil {
+	if f, ok := h.(HandlerFunc[T]); q == nil || h == nil || ok && f == nil {
 		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalid)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
@@ -148,7 +148,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	units := make(chan []*job, capacity)
 	acks := make(chan *job, capacity)
 	handlersDone := make(chan struct{})
-	p := &pool{w: w, slots: slots, acks: acks, stopping: ctx.Done()}
+	p := &pool{w: w, slots: slots, turn: make(chan struct{}, 1), acks: acks, stopping: ctx.Done()}
 
 	var handlers errgroup.Group
 	handlers.Go(func() error {
@@ -221,7 +221,8 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	defer stopHandlers(nil)
 	stopAfter := context.AfterFunc(ctx, func() { stopHandlers(ErrShutdown) })
 	defer stopAfter()
-	p := &pool{w: w, slots: make(chan struct{}, capacity), acks: make(chan *job, capacity), stopping: ctx.Done()}
+	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: make(chan *job, capacity),
+		stopping: ctx.Done()}
 	units := make(chan []*job, capacity)
 	for _, u := range p.group(ds, engs, handlerCtx) {
 		units <- u
