@@ -14,9 +14,9 @@ test-race:
 bench:
 	$(GO) test ./bench ./engine -run '^$$' -bench . -benchtime 20000x
 
-# Short fuzz runs of every fuzz target.
+# Short fuzz runs of every fuzz target (every package that has one).
 fuzz:
-	@for pkg in ./partition ./engine ./codec; do \
+	@for pkg in ./partition ./engine ./codec ./srqtest/history; do \
 	  for f in $$($(GO) test $$pkg -list 'Fuzz.*' | grep ^Fuzz); do \
 	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

@@ -74,14 +74,15 @@ func (s *shardSet) register(ctx context.Context) error {
 // part. Ids are generated here, before the split, so the caller can publish the same batch again
 // and have the written part reported as duplicates.
 func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]PublishResult, error) {
+	// Validated before registering, so a refused batch leaves no trace in Redis.
+	if err := s.engines[0].Validate(msgs); err != nil {
+		return nil, err
+	}
 	if err := s.register(ctx); err != nil {
 		return nil, err
 	}
 	if len(s.engines) == 1 {
 		return s.engines[0].Publish(ctx, msgs)
-	}
-	if err := s.engines[0].Validate(msgs); err != nil {
-		return nil, err
 	}
 	byShard := make([][]int, len(s.engines))
 	own := make([]engine.Message, len(msgs))

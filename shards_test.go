@@ -242,6 +242,9 @@ func TestShardedPublishIsValidatedWhole(t *testing.T) {
 	if err != nil || st.Published != 0 {
 		t.Fatalf("stats %+v, %v: an invalid batch wrote tasks", st, err)
 	}
+	if _, err := engine.QueueShards(ctx, redistest.Client(t), engine.DefaultPrefix, q.Name()); !errors.Is(err, engine.ErrQueueNotFound) {
+		t.Fatalf("after a refused publish the queue is registered: %v", err)
+	}
 }
 
 // TestShardConfigErrors: bad shard counts and names that would collide with shards are refused.

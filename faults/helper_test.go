@@ -1,0 +1,203 @@
+package faults_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/srqtest/history"
+)
+
+// helperEnv carries a helperConfig as JSON to a worker process: this test binary re-executed.
+const helperEnv = "SRQ_FAULTS_HELPER"
+
+// helperConfig tells a worker process what to run.
+type helperConfig struct {
+	// Mode "work": run tasks with work(Work) until SIGTERM. Mode "stall": hold the first task
+	// until its context ends (the test stops and resumes the process meanwhile), print "holding
+	// <id> <token>" when it starts, return nil late, then shut down.
+	Mode        string
+	Addr        string
+	Queue       string
+	Process     string // the history's process name and the worker's consumer id
+	History     string // the history file to append to
+	Lease       time.Duration
+	Concurrency int
+	Prefetch    int
+	Work        time.Duration
+}
+
+// helperMain is the worker process's main; it returns the exit code.
+func helperMain() int {
+	var cfg helperConfig
+	if err := json.Unmarshal([]byte(os.Getenv(helperEnv)), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: config:", err)
+		return 2
+	}
+	f, err := os.OpenFile(cfg.History, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	defer f.Close()
+	rec := history.NewRecorder(cfg.Process, f)
+	c := redis.NewClient(&redis.Options{Addr: cfg.Addr})
+	defer c.Close()
+	q, err := srq.NewQueue[task](c, srq.QueueConfig{Name: cfg.Queue})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	h := work(cfg.Work)
+	if cfg.Mode == "stall" {
+		var once sync.Once
+		h = srq.HandlerFunc[task](func(hctx context.Context, t *srq.Task[task]) error {
+			first := false
+			once.Do(func() { first = true })
+			if !first {
+				return nil
+			}
+			fmt.Printf("holding %s %d\n", t.ID, t.Token)
+			<-hctx.Done() // ends when the lease is lost: only after the test resumed this process
+			stop()        // then shut down, which flushes the late ack
+			return nil    // a handler that finishes late and does not look at its context
+		})
+	}
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch,
+		Lease: cfg.Lease, ConsumerID: cfg.Process, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+		Retry:      func(int, error) time.Duration { return 10 * time.Millisecond },
+		Middleware: []srq.Middleware{rec.Middleware(cfg.Process)}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: run:", err)
+		return 1
+	}
+	if err := rec.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	return 0
+}
+
+// proc is a worker process started by a test.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string      // the file its stderr (the worker's JSON logs) goes to
+	lines  chan string // its stdout, line by line; closed at EOF
+	exited chan struct{}
+	err    error // how it exited, once exited is closed
+}
+
+// startHelper starts a worker process running cfg; the test kills it at its end if it still runs.
+func startHelper(t *testing.T, dir string, cfg helperConfig) *proc {
+	t.Helper()
+	b, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(b))
+	setDeathSignal(cmd)
+	p := &proc{name: cfg.Process, cmd: cmd, log: filepath.Join(dir, cfg.Process+".log"),
+		lines: make(chan string, 64), exited: make(chan struct{})}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case p.lines <- sc.Text():
+			default: // nobody listens: drop
+			}
+		}
+		close(p.lines)
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		p.kill()
+	})
+	return p
+}
+
+// kill kills p with SIGKILL and waits until it is gone.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// wait waits up to timeout for p to exit and returns how it exited.
+func (p *proc) wait(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("process %s did not exit within %v", p.name, timeout)
+	}
+}
+
+// stop asks p to shut down gracefully (SIGTERM) and waits up to timeout.
+func (p *proc) stop(timeout time.Duration) error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	return p.wait(timeout)
+}
+
+// readHistory reads a worker process's history file; a process killed before it created the file
+// recorded nothing.
+func readHistory(t *testing.T, path string) []history.Event {
+	t.Helper()
+	evs, err := history.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// logs returns p's log lines whose message contains msg.
+func (p *proc) logs(msg string) []string {
+	b, _ := os.ReadFile(p.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		var rec struct{ Msg string }
+		if json.Unmarshal([]byte(l), &rec) == nil && strings.Contains(rec.Msg, msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package faults_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/srqtest/history"
+)
+
+// TestWorkersKilled runs 20,000 tasks over ordered and unordered partitions on three worker
+// processes while two producers publish, and kills a random worker process with SIGKILL at random
+// points of the run (after a random number of acks), starting a new one each time. Every
+// acknowledged publish must complete, nothing unpublished may run, ordered partitions must run in
+// publish order and never two at once, and a task may complete twice only when the process of its
+// first completion was killed before its ack (history.Check's redelivery).
+func TestWorkersKilled(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a 20,000-task run")
+	}
+	rng := newRand(t)
+	srv := realServer(t)
+	ctx := testCtx(t, 3*time.Minute)
+	q, err := srq.NewQueue[task](client(t, srv, nil), srq.QueueConfig{Name: "killed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := q.Engine()
+	const (
+		total   = 20_000
+		workers = 3
+		kills   = 6
+		lease   = 2 * time.Second
+	)
+	dir := t.TempDir()
+	rec := history.NewRecorder("test", nil)
+	var (
+		procs []*proc // every process started, killed or not
+		live  []*proc
+	)
+	spawn := func() {
+		name := fmt.Sprintf("w%d", len(procs)+1)
+		p := startHelper(t, dir, helperConfig{Mode: "work", Addr: srv.Addr, Queue: q.Name(), Process: name,
+			History: filepath.Join(dir, name+".jsonl"), Lease: lease, Concurrency: 8, Work: 2 * time.Millisecond})
+		procs = append(procs, p)
+		live = append(live, p)
+	}
+	for i := 0; i < workers; i++ {
+		spawn()
+	}
+
+	msgs := workload(rng, "k", total, 200, 20)
+	var wg sync.WaitGroup
+	produced := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		p := &producer{name: fmt.Sprint("p", i), q: q, rec: rec, batch: 50}
+		part := msgs[i*total/2 : (i+1)*total/2]
+		wg.Go(func() { produced <- p.run(ctx, part) })
+	}
+	go func() { wg.Wait(); close(produced) }()
+
+	// Kill points: after a random number of acks each.
+	points := make([]int64, kills)
+	for i := range points {
+		points[i] = int64(total/20 + rng.IntN(total*17/20))
+	}
+	slices.Sort(points)
+	producing := true
+	killed := 0
+	waitUntil(t, "every task to run with the kills done", 150*time.Second, func() bool {
+		for producing {
+			select {
+			case err, ok := <-produced:
+				if !ok {
+					producing = false
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				continue
+			default:
+			}
+			break
+		}
+		s, ok := stats(ctx, eng)
+		if !ok {
+			return false
+		}
+		for killed < kills && s.Acked >= points[killed] {
+			i := rng.IntN(len(live))
+			victim := live[i]
+			live = append(live[:i], live[i+1:]...)
+			victim.kill()
+			rec.Crash(victim.name)
+			t.Logf("killed %s after %d acks", victim.name, s.Acked)
+			killed++
+			spawn()
+		}
+		return !producing && killed == kills && s.Pending == 0 && s.InFlight == 0
+	})
+	for _, p := range live {
+		if err := p.stop(30 * time.Second); err != nil {
+			t.Errorf("worker %s: %v", p.name, err)
+		}
+	}
+
+	events := rec.Events()
+	for _, p := range procs {
+		events = append(events, readHistory(t, filepath.Join(dir, p.name+".jsonl"))...)
+	}
+	r := check(t, events)
+	if r.Published != total || r.Completed != total {
+		t.Errorf("published %d, completed %d; want %d each", r.Published, r.Completed, total)
+	}
+	s, _ := stats(ctx, eng)
+	if s.Acked != total || s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
+		t.Errorf("stats %+v: want %d acked, nothing else", s, total)
+	}
+	t.Logf("%d kills; %d tasks recovered from expired leases", killed, s.Recovered)
+}
