@@ -249,8 +249,9 @@ func (s *Sentinel) Admin(addr string) *redis.Client {
 	return a
 }
 
-// Failover asks the sentinel to promote the replica (SENTINEL FAILOVER, retried while the sentinel
-// answers that it has no good replica yet or a failover is in progress) and returns once the
+// Failover waits until the replica holds every write the master acknowledged so far, asks the
+// sentinel to promote it (SENTINEL FAILOVER, retried while the sentinel answers that it has no
+// good replica yet or a failover is in progress) and returns once the
 // sentinel names the new master, the new master accepts writes, the sentinel has made the old
 // master an in-sync replica it would fail over to again, and every client from Client or
 // UniversalClient talks to the new master. It fails when ctx ends (at the latest after a minute)
@@ -266,6 +267,25 @@ func (s *Sentinel) Failover(ctx context.Context) error {
 		return err
 	}
 	wrap := func(err error) error { return fmt.Errorf("redistest: sentinel failover from %s: %w", old, err) }
+	// SENTINEL FAILOVER does not wait for the replica to catch up, so a write that finished just
+	// before could be lost. A probe written and acknowledged by the replica (WAIT) first makes
+	// every earlier write safe: replication keeps order.
+	// One pipeline, so SET and WAIT share a connection (WAIT counts that connection's writes).
+	err = poll(ctx, func() error {
+		pipe := s.Admin(old).Pipeline()
+		pipe.Set(ctx, "redistest:failover-sync", old, time.Minute)
+		wait := pipe.Do(ctx, "wait", 1, 1000)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		if n, _ := wait.Int(); n < 1 {
+			return errors.New("the replica has not acknowledged the master's writes")
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(err)
+	}
 	sen := s.Admin(s.sentinel.Addr)
 	err = poll(ctx, func() error {
 		err := sen.Do(ctx, "sentinel", "failover", SentinelMasterName).Err()
