@@ -8,6 +8,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -61,16 +62,23 @@ func benchPublish(b *testing.B, batch int) {
 	e := newEngine(b)
 	ctx := context.Background()
 	msgs := make([]engine.Message, batch)
+	parts := make([]partition.Key, 100)
+	for i := range parts {
+		parts[i] = partition.Key(strconv.Itoa(i))
+	}
+	cost := readRedisCost(b, e.Client())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for j := range msgs {
-			msgs[j] = engine.Message{Partition: partition.Key(fmt.Sprint((i*batch + j) % 100)), Payload: payload20}
+			msgs[j] = engine.Message{Partition: parts[(i*batch+j)%100], Payload: payload20}
 		}
 		if _, err := e.Publish(ctx, msgs); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tasks/s")
+	cost.report(b, e.Client(), b.N*batch)
 }
 
 // BenchmarkPublish publishes one task per call (ns per task).
@@ -134,10 +142,12 @@ func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int) {
 func benchConsume(b *testing.B, consumers, prefetch, parts int, ordered bool) {
 	e := newEngine(b)
 	seed(b, e, b.N, parts, ordered)
+	cost := readRedisCost(b, e.Client())
 	b.ResetTimer()
 	consume(b, e, consumers, prefetch, b.N)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+	cost.report(b, e.Client(), b.N)
 }
 
 // BenchmarkConsume: one consumer, fetches of 10 (the worker's default concurrency), ns per task.
@@ -171,10 +181,12 @@ func BenchmarkConsumePartitions(b *testing.B) {
 					e := newEngine(b)
 					total := max(b.N, parts)
 					seed(b, e, total, parts, ordered)
+					cost := readRedisCost(b, e.Client())
 					b.ResetTimer()
 					consume(b, e, 8, 5, b.N)
 					b.StopTimer()
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+					cost.report(b, e.Client(), b.N)
 				})
 			}
 		})

@@ -70,59 +70,15 @@ const cpuStat = "(cpu)"
 // readCmdStats reads INFO commandstats and INFO cpu.
 func readCmdStats(ctx context.Context, tb testing.TB, c redis.UniversalClient) cmdStats {
 	tb.Helper()
-	info, err := c.Info(ctx, "commandstats").Result()
+	info, err := c.Info(ctx, "commandstats", "cpu").Result()
 	if err != nil {
-		tb.Fatalf("info commandstats: %v", err)
+		tb.Fatalf("info commandstats cpu: %v", err)
 	}
-	out := cmdStats{}
-	out[cpuStat] = cmdStat{usec: readCPU(ctx, tb, c)}
-	for _, line := range strings.Split(info, "\n") {
-		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		var s cmdStat
-		for _, kv := range strings.Split(fields, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				continue
-			}
-			switch k {
-			case "calls":
-				s.calls = n
-			case "usec":
-				s.usec = n
-			}
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = s
+	out := cmdStats{cpuStat: {usec: redistest.MainThreadCPU(info)}}
+	for name, st := range redistest.ParseCommandStats(info) {
+		out[name] = cmdStat{st.Calls, st.Usec}
 	}
 	return out
-}
-
-// readCPU returns the CPU time, user and system, of the server's main thread in microseconds
-// (Redis 7: used_cpu_*_main_thread; older servers: the whole process's).
-func readCPU(ctx context.Context, tb testing.TB, c redis.UniversalClient) int64 {
-	tb.Helper()
-	info, err := c.Info(ctx, "cpu").Result()
-	if err != nil {
-		tb.Fatalf("info cpu: %v", err)
-	}
-	fields := map[string]float64{}
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			fields[k] = f
-		}
-	}
-	secs := fields["used_cpu_user"] + fields["used_cpu_sys"]
-	if u, ok := fields["used_cpu_user_main_thread"]; ok {
-		secs = u + fields["used_cpu_sys_main_thread"]
-	}
-	return int64(secs * 1e6)
 }
 
 // since returns s minus an earlier snapshot.

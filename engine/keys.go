@@ -99,8 +99,13 @@ func (k Keys) Task(id string) string { return k.base + "t:" + id }
 // Meta is the HASH of partition p's controls (paused, concurrency limit, blocked-until).
 func (k Keys) Meta(p partition.Key) string { return k.base + "m:" + string(p) }
 
-// Levels is the ZSET of the priority levels partition p has pending tasks in.
+// Levels is the ZSET of the non-zero priority levels partition p has pending tasks in; it exists
+// only while p has such a task (level 0 is implicit).
 func (k Keys) Levels(p partition.Key) string { return k.base + "r:" + string(p) }
+
+// Prio is the set of partitions whose Levels set exists: those with pending tasks at a priority
+// other than 0. The scripts build it from the key base rather than take it in KEYS.
+func (k Keys) Prio() string { return k.base + "prio" }
 
 // Pending is the ZSET of partition p's pending tasks of one priority, scored by available-at ms;
 // members are a 20-digit sequence number followed by the task id.

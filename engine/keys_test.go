@@ -539,15 +539,20 @@ func TestKeysMatchLua(t *testing.T) {
 		}
 	}
 
-	// Everything pending: records, one levels set per partition, one pending set per level.
+	// Everything pending: records, one pending set per partition and level, and for partitions with
+	// tasks at a non-zero level a levels set naming those levels, and the prio set.
 	want := map[string]string{}
 	levels := map[partition.Key][]string{}
 	all := map[string]bool{}
 	for _, tk := range tasks {
 		all[tk.id] = true
 		want[k.Task(tk.id)] = "hash"
-		want[k.Levels(tk.p)] = "zset"
 		want[k.Pending(tk.p, tk.priority)] = "zset"
+		if tk.priority == 0 {
+			continue
+		}
+		want[k.Levels(tk.p)] = "zset"
+		want[k.Prio()] = "set"
 		if lv := strconv.Itoa(tk.priority); !slices.Contains(levels[tk.p], lv) {
 			levels[tk.p] = append(levels[tk.p], lv)
 		}
@@ -587,8 +592,7 @@ func TestKeysMatchLua(t *testing.T) {
 		}
 	}
 	want = map[string]string{
-		k.Levels("*"): "zset", k.Pending("*", 0): "zset",
-		k.Meta("*"): "hash", k.Meta("a:b"): "hash",
+		k.Pending("*", 0): "zset", k.Meta("*"): "hash", k.Meta("a:b"): "hash",
 		k.Held("!k:1"): "set", k.Held("a:b"): "set",
 	}
 	for _, tk := range tasks {
@@ -610,7 +614,7 @@ func TestKeysMatchLua(t *testing.T) {
 	// Acking deletes the records and the held sets; the controls stay.
 	b.ack(ds...)
 	want = map[string]string{
-		k.Task("*"): "hash", k.Levels("*"): "zset", k.Pending("*", 0): "zset",
+		k.Task("*"): "hash", k.Pending("*", 0): "zset",
 		k.Meta("*"): "hash", k.Meta("a:b"): "hash",
 	}
 	b.assertKeysExactly(want)

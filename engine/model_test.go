@@ -1228,12 +1228,16 @@ func (r *modelRun) checkKeys() {
 	for p, s := range sums {
 		ps := m.parts[p]
 		if s.pending > 0 {
-			need[k.Levels(p)] = true
 			need[k.Depth()] = true
 			need[k.Heads()] = true
 		}
 		for prio := range s.prios {
 			need[k.Pending(p, prio)] = true
+			// Only non-zero levels are recorded, in r:<p>, and such partitions in prio.
+			if prio != 0 {
+				need[k.Levels(p)] = true
+				need[k.Prio()] = true
+			}
 		}
 		if ps.paused || ps.limit > 0 || ps.blocked {
 			need[k.Meta(p)] = true
@@ -1263,7 +1267,41 @@ func (r *modelRun) checkKeys() {
 	if len(extra) > 0 || len(missing) > 0 {
 		r.fatalf("(9) keys differ from the model's state: left over %q, missing %q", extra, missing)
 	}
+	r.checkLevels(sums)
 	r.checkIndexes(sums)
+}
+
+// checkLevels checks the level sets: prio names exactly the partitions with pending tasks at a
+// non-zero priority, and r:<p> holds exactly those priorities (level 0 is never recorded).
+func (r *modelRun) checkLevels(sums map[partition.Key]*mSum) {
+	k := r.b.eng.Keys()
+	got, err := r.b.client.SMembers(r.ctx, k.Prio()).Result()
+	r.must(err, "read prio")
+	slices.Sort(got)
+	var want []string
+	for p, s := range sums {
+		var levels []string
+		for prio := range s.prios {
+			if prio != 0 {
+				levels = append(levels, strconv.Itoa(prio))
+			}
+		}
+		if len(levels) == 0 {
+			continue
+		}
+		want = append(want, string(p))
+		have, err := r.b.client.ZRange(r.ctx, k.Levels(p), 0, -1).Result()
+		r.must(err, "read levels")
+		slices.Sort(have)
+		slices.Sort(levels)
+		if !slices.Equal(have, levels) {
+			r.fatalf("levels of %q are %q; the model says %q", p, have, levels)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		r.fatalf("prio holds %q; the model says %q", got, want)
+	}
 }
 
 // checkIndexes checks the partition indexes the Inspector reads: depth holds exactly the

@@ -70,8 +70,17 @@ func codesToErrors(codes []int64) []error {
 // the queue. Settling a task requires the token of its current delivery.
 type Token uint64
 
-// String formats t as the scripts store it: 20 digits, zero-padded.
-func (t Token) String() string { return fmt.Sprintf("%020d", uint64(t)) }
+// String formats t as the scripts store it: 20 digits, zero-padded. Every ack, reject and
+// extend formats one per receipt, so it avoids fmt.
+func (t Token) String() string {
+	var b [20]byte
+	n := uint64(t)
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[:])
+}
 
 func parseToken(s string) (Token, error) {
 	n, err := strconv.ParseUint(s, 10, 64)

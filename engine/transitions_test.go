@@ -5,6 +5,7 @@ import (
 	"github.com/srqueue/srq/internal/redistest"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,18 +41,31 @@ func (b *bundle) readState() state {
 		b.t.Fatal(err)
 	}
 	sort.Strings(keys)
+	// Pending sets are q:<level>:<p>; a partition's are read highest level first.
+	levels := map[string][]int{}
+	for _, key := range keys {
+		rest := strings.TrimPrefix(key, k.Base())
+		if l, p, ok := strings.Cut(strings.TrimPrefix(rest, "q:"), ":"); ok && strings.HasPrefix(rest, "q:") {
+			n, err := strconv.Atoi(l)
+			if err != nil {
+				b.t.Fatalf("pending key %q: %v", key, err)
+			}
+			levels[p] = append(levels[p], n)
+		}
+	}
+	for p, ls := range levels {
+		slices.Sort(ls)
+		slices.Reverse(ls)
+		for _, l := range ls {
+			members, _ := c.ZRange(ctx, k.Pending(partition.Key(p), l), 0, -1).Result()
+			for _, m := range members {
+				s.Pending[p] = append(s.Pending[p], m[20:])
+			}
+		}
+	}
 	for _, key := range keys {
 		rest := strings.TrimPrefix(key, k.Base())
 		switch {
-		case strings.HasPrefix(rest, "r:"):
-			p := partition.Key(rest[2:])
-			levels, _ := c.ZRevRange(ctx, k.Levels(p), 0, -1).Result()
-			for _, l := range levels {
-				members, _ := c.ZRange(ctx, b.eng.Keys().Base()+"q:"+l+":"+string(p), 0, -1).Result()
-				for _, m := range members {
-					s.Pending[string(p)] = append(s.Pending[string(p)], m[20:])
-				}
-			}
 		case strings.HasPrefix(rest, "l:"):
 			held, _ := c.SMembers(ctx, key).Result()
 			sort.Strings(held)

@@ -13,6 +13,7 @@ local now = now_ms()
 local window = tonumber(ARGV[2])
 local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
 local acked = 0
+local dedup = {} -- score, id pairs for one variadic ZADD to dedup
 
 for i = 3, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
@@ -32,7 +33,7 @@ for i = 3, #ARGV, 2 do
       seen[p] = true
       parts[#parts + 1] = p
     end
-    if window > 0 then redis.call('ZADD', K_DEDUP, now, id) end
+    if window > 0 then dedup[#dedup + 1] = now; dedup[#dedup + 1] = id end
     acked = acked + 1
     res[#res + 1] = OK
   end
@@ -43,6 +44,7 @@ for i = 1, #done, 1000 do
   redis.call('DEL', unpack(keys, i, j))
   redis.call('ZREM', K_INFLIGHT, unpack(done, i, j))
 end
+if #dedup > 0 then bulk('ZADD', K_DEDUP, nil, dedup) end
 for i = 1, #parts do
   -- An ordered partition was held, so it is in neither index; a limited one may be in either.
   place(parts[i], now, is_ordered(parts[i]))

@@ -20,10 +20,15 @@
 local consumer, n, lease, maxrun = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local deadline = now + lease
+local deadline_s = int(deadline)
+seq_reserve(n) -- one fencing token per task leased, at most n
 
 seen_consumer(consumer, now)
--- A paused queue hands out nothing; a wake-up token left would only make sleepers spin.
-if redis.call('EXISTS', K_QPAUSE) == 1 then
+-- A paused queue hands out nothing; a wake-up token left would only make sleepers spin. The
+-- usual answer, no queue pause, no controls and no priorities anywhere, takes one EXISTS.
+if redis.call('EXISTS', K_QPAUSE, K_CTL, K_PRIO) == 0 then
+  ctl_count, prio_count = 0, 0
+elseif redis.call('EXISTS', K_QPAUSE) == 1 then
   redis.call('DEL', K_WAKE)
   return {now, deadline, -1}
 end
@@ -42,7 +47,7 @@ local leased = {} -- score, id pairs for one ZADD to inflight at the end
 -- the task behind it in that level, nil if none (the level empties).
 local function take(p, member, level, kp, next_score, track)
   redis.call('ZREM', kp, member)
-  if not next_score then redis.call('ZREM', k_levels(p), level) end
+  if not next_score then level_gone(p, level) end
   depth_add(p, -1)
   local id = string.sub(member, 21)
   local kt = k_task(id)
@@ -50,12 +55,12 @@ local function take(p, member, level, kp, next_score, track)
   local attempt = (tonumber(f[1]) or 0) + 1
   local token = next_seq()
   if track then
-    redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i', 'l', 1)
+    redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i', 'l', '1')
     redis.call('SADD', k_held(p), id)
   else
-    redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
+    redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i')
   end
-  leased[#leased + 1] = deadline
+  leased[#leased + 1] = deadline_s
   leased[#leased + 1] = id
   taken = taken + 1
   out[#out + 1] = {id, token, p, level, attempt, tonumber(f[2]) or 0, tonumber(f[3]) or 0,
@@ -70,6 +75,7 @@ end
 local held = {}
 local turns = 0
 while taken < n and turns < 2 * n + 64 do
+  ready_flush() -- the partitions the last turn sent to the tail or took out
   local heads = redis.call('ZRANGE', K_READY, 0, n - taken - 1)
   if #heads == 0 then break end
   for i = 1, #heads do
@@ -80,7 +86,7 @@ while taken < n and turns < 2 * n + 64 do
     if paused or (blocked and blocked > now) or (limit and is_held(p, limit)) then
       place(p, now)
     else
-      local levels = redis.call('ZREVRANGE', k_levels(p), 0, -1)
+      local levels = levels_of(p)
       local member, level, kp, next_score = pick(p, now, levels)
       if not member then
         redis.call('ZREM', K_READY, p)
@@ -89,7 +95,7 @@ while taken < n and turns < 2 * n + 64 do
         take(p, member, level, kp, next_score, true)
         -- With one level, the task behind the one taken is p's new head.
         if #levels == 1 then head_is(p, next_score) else head_is(p, false) end
-        redis.call('ZREM', K_READY, p) -- held by this consumer until its leased tasks end
+        ready_del(p) -- held by this consumer until its leased tasks end
         held[#held + 1] = p
       else
         take(p, member, level, kp, next_score, limit)
@@ -98,11 +104,11 @@ while taken < n and turns < 2 * n + 64 do
         head_is(p, e)
         if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
         if not e then
-          redis.call('ZREM', K_READY, p)
+          ready_del(p)
         elseif e <= now then
           ready_push(p)
         else
-          redis.call('ZREM', K_READY, p)
+          ready_del(p)
           schedule(p, e)
         end
       end

@@ -8,6 +8,7 @@
 -- Returns: one code per task: DEAD, STALE or NOTFOUND.
 
 -- @include common
+-- @include settle
 
 local now = now_ms()
 local maxcount, maxage = tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -11,9 +11,12 @@
 -- @include common
 
 local now = now_ms()
+local now_s = int(now)
 local window = tonumber(ARGV[2])
 local res, parts, seen, levels_seen = {}, {}, {}, {}
 local added, available, first = 0, {}, {}
+seq_reserve((#ARGV - 2) / 8)
+local pend_adds, pend_keys = {}, {}
 
 for i = 3, #ARGV, 8 do
   local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -26,20 +29,31 @@ for i = 3, #ARGV, 8 do
   if dup then
     res[#res + 1] = DUPLICATE
   else
-    local t = tonumber(ARGV[i + 4])
-    if t <= 0 then t = now + tonumber(ARGV[i + 3]) end
+    local t, t_s = tonumber(ARGV[i + 4]), ARGV[i + 4]
+    if t <= 0 then
+      local delay = tonumber(ARGV[i + 3])
+      if delay == 0 then t, t_s = now, now_s else t = now + delay; t_s = int(t) end
+    end
     local s = next_seq()
     -- A pending task has no state field and a level-0 task no level field: absent means those, and
     -- every byte of a task record counts when millions wait.
-    local fields = {'d', ARGV[i + 7], 'p', p, 's', s, 't', t, 'c', now}
+    local fields = {'d', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s}
     if level ~= '0' then fields[#fields + 1] = 'r'; fields[#fields + 1] = level end
     if ARGV[i + 5] ~= '0' then fields[#fields + 1] = 'm'; fields[#fields + 1] = ARGV[i + 5] end
     if ARGV[i + 6] ~= '' then fields[#fields + 1] = 'h'; fields[#fields + 1] = ARGV[i + 6] end
     redis.call('HSET', kt, unpack(fields))
-    redis.call('ZADD', k_pending(p, level), t, s .. id)
-    -- The partition's level set is written once per level a batch uses.
-    local pl = level .. ':' .. p
-    if not levels_seen[pl] then levels_seen[pl] = true; redis.call('ZADD', k_levels(p), level, level) end
+    -- Pending sets are written after the loop, one variadic ZADD per (partition, level): nothing
+    -- in the loop reads them, and a batch often sends several tasks to one partition.
+    local kp = k_pending(p, level)
+    local q = pend_adds[kp]
+    if not q then q = {}; pend_adds[kp] = q; pend_keys[#pend_keys + 1] = kp end
+    q[#q + 1] = t_s
+    q[#q + 1] = s .. id
+    -- A non-zero level is recorded once per (partition, level) a batch uses; level 0 never is.
+    if level ~= '0' then
+      local pl = level .. ':' .. p
+      if not levels_seen[pl] then levels_seen[pl] = true; level_add(p, level) end
+    end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     if t <= now then available[p] = (available[p] or 0) + 1 end
     if not first[p] or t < first[p] then first[p] = t end
@@ -49,6 +63,8 @@ for i = 3, #ARGV, 8 do
     res[#res + 1] = OK
   end
 end
+
+for i = 1, #pend_keys do bulk('ZADD', pend_keys[i], nil, pend_adds[pend_keys[i]]) end
 
 -- place_new places partition p, which is not in ready, after this publish gave it work available
 -- from first_t on. Without controls and not held, p is in sched (at its earliest time) or was
@@ -76,10 +92,16 @@ end
 -- Wake sleepers for the work that is available now in ready partitions (also in partitions that
 -- were ready already: their new tasks may want more workers). Paused or held ones wake no one.
 local ready_now = 0
+-- Which partitions are in ready, all in one ZMSCORE; place_new changes only its own partition.
+local scores = {}
+for i = 1, #parts, 1000 do
+  local part = redis.call('ZMSCORE', K_READY, unpack(parts, i, math.min(i + 999, #parts)))
+  for j = 1, #part do scores[#scores + 1] = part[j] end
+end
 for i = 1, #parts do
   local p = parts[i]
   -- A partition already in ready keeps its turn: new work changes nothing about it.
-  local in_ready = redis.call('ZSCORE', K_READY, p) ~= false or place_new(p, first[p])
+  local in_ready = scores[i] ~= false or place_new(p, first[p])
   if in_ready and available[p] then ready_now = ready_now + available[p] end
 end
 wakes = math.max(wakes, ready_now)

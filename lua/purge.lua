@@ -7,6 +7,7 @@
 -- Returns: {number deleted, dead letters left}
 
 -- @include common
+-- @include settle
 
 local ids = {}
 if #ARGV > 2 then

@@ -14,6 +14,7 @@
 -- Returns: {tasks returned to pending, tasks dead-lettered, 1 if more leases may have expired}
 
 -- @include common
+-- @include settle
 
 local now = now_ms()
 local chunk, counts = tonumber(ARGV[2]), ARGV[3]

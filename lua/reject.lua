@@ -15,6 +15,7 @@
 --          back), DEAD (dead-lettered), STALE or NOTFOUND.
 
 -- @include common
+-- @include settle
 
 local now = now_ms()
 local maxcount, maxage = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -78,7 +79,7 @@ for i = 4, #ARGV, 5 do
       g[1] = g[1] or '0'
       local kp = k_pending(p, g[1])
       redis.call('ZREM', kp, g[2] .. id)
-      if redis.call('EXISTS', kp) == 0 then redis.call('ZREM', k_levels(p), g[1]) end
+      if g[1] ~= '0' and redis.call('EXISTS', kp) == 0 then level_gone(p, g[1]) end
       stat('pending', -1)
       depth_add(p, -1)
       head_is(p, false)

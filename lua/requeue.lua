@@ -8,6 +8,7 @@
 -- Returns: one code per id: OK, NOTFOUND or NOTDEAD.
 
 -- @include common
+-- @include settle
 
 local now = now_ms()
 local res, parts, seen = {}, {}, {}

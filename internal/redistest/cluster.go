@@ -596,16 +596,6 @@ func replicaInSync(ctx context.Context, a *redis.Client, master string) error {
 	return nil
 }
 
-// infoFields parses the "name:value" lines of an INFO reply.
-func infoFields(info string) map[string]string {
-	m := map[string]string{}
-	for line := range strings.Lines(info) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
-			m[k] = v
-		}
-	}
-	return m
-}
 
 // parseClusterNodes reads a CLUSTER NODES reply into the masters that own slots, sorted by first
 // slot. It fails when a node is flagged failing, in handshake or without address.
@@ -713,12 +703,6 @@ func keyInSlot(slot int) string {
 	}
 }
 
-// CommandStat is one command's line of INFO commandstats.
-type CommandStat struct {
-	Calls       int64
-	Usec        int64 // microseconds spent in the command, scripts included for EVALSHA
-	FailedCalls int64
-}
 
 // NodeCommandStats are the command statistics of one master.
 type NodeCommandStats struct {
@@ -765,32 +749,6 @@ func (c *Cluster) ResetStats(ctx context.Context) error {
 	return nil
 }
 
-// ParseCommandStats reads the "cmdstat_<name>:calls=…,usec=…,…" lines of INFO commandstats;
-// other lines and fields are ignored.
-func ParseCommandStats(info string) map[string]CommandStat {
-	out := map[string]CommandStat{}
-	for name, v := range infoFields(info) {
-		name, ok := strings.CutPrefix(name, "cmdstat_")
-		if !ok {
-			continue
-		}
-		var s CommandStat
-		for kv := range strings.SplitSeq(v, ",") {
-			k, val, _ := strings.Cut(kv, "=")
-			n, _ := strconv.ParseInt(val, 10, 64)
-			switch k {
-			case "calls":
-				s.Calls = n
-			case "usec":
-				s.Usec = n
-			case "failed_calls":
-				s.FailedCalls = n
-			}
-		}
-		out[name] = s
-	}
-	return out
-}
 
 var sharedCluster struct {
 	sync.Mutex
