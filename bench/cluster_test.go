@@ -18,9 +18,11 @@ import (
 // over 10,000 partitions, a quarter of them ordered, while 2 workers of 32 handlers consume) on a
 // local 3-master Redis Cluster, with the queue in 1 shard (one master does all the work) and in 3
 // shards (one per master). It reports tasks/s and, per master, its share of the script time
-// (EVALSHA µs from INFO commandstats) and the script µs per task over the whole cluster. On a
-// machine with fewer cores than masters the client and the masters share the CPU, so the
-// throughput says little about a real cluster; the script time per task and its spread do.
+// (EVALSHA µs from INFO commandstats), the script µs and the masters' CPU µs per task over the
+// whole cluster, and the ceiling: tasks/s at which the busiest master would saturate its own core
+// (tasks over that master's CPU time). On a machine with fewer cores than masters the client and
+// the masters share the CPU, so the throughput says little about a real cluster; the CPU per task,
+// its spread and the ceiling do.
 func BenchmarkClusterShards(b *testing.B) {
 	cl := redistest.StartClusterWith(b, redistest.ClusterOptions{Replicas: -1})
 	for _, shards := range []int{1, 3} {
@@ -107,15 +109,22 @@ func benchClusterShards(b *testing.B, cl *redistest.Cluster, shards int) {
 		b.Fatal(err)
 	}
 	var usec [8]int64
-	var sum, calls int64
+	var sum, calls, cpu, busiest int64
 	for i := range after {
 		usec[i] = after[i].Total("evalsha", "eval").Usec - before[i].Total("evalsha", "eval").Usec
 		calls += after[i].Total("evalsha", "eval").Calls - before[i].Total("evalsha", "eval").Calls
 		sum += usec[i]
+		c := after[i].CPUUsec - before[i].CPUUsec
+		cpu += c
+		busiest = max(busiest, c)
 	}
 	b.ReportMetric(float64(calls)/float64(b.N), "scripts/task")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 	b.ReportMetric(float64(sum)/float64(b.N), "script-µs/task")
+	b.ReportMetric(float64(cpu)/float64(b.N), "redis-cpu-µs/task")
+	// The rate at which the busiest master would run out of its own core, were each master on a
+	// machine of its own: the Redis-bound ceiling of this layout (docs/scaling.md).
+	b.ReportMetric(float64(b.N)/(float64(max(busiest, 1))/1e6), "ceiling-tasks/s")
 	for i := range after {
 		b.ReportMetric(100*float64(usec[i])/float64(max(sum, 1)), fmt.Sprintf("master%d-%%", i))
 	}

@@ -708,6 +708,7 @@ func keyInSlot(slot int) string {
 type NodeCommandStats struct {
 	Addr     string
 	Commands map[string]CommandStat // by lower-case command name, e.g. "evalsha"
+	CPUUsec  int64                  // CPU time of the node's main thread (MainThreadCPU)
 }
 
 // Total sums the calls and microseconds of the named commands (all commands when none is named).
@@ -723,17 +724,17 @@ func (n NodeCommandStats) Total(commands ...string) CommandStat {
 	return t
 }
 
-// CommandStats reads INFO commandstats of every master, in the order of Masters(). It fails with
-// the first error of a master.
+// CommandStats reads INFO commandstats and the main thread's CPU time of every master, in the
+// order of Masters(). It fails with the first error of a master.
 func (c *Cluster) CommandStats(ctx context.Context) ([]NodeCommandStats, error) {
 	masters := c.Masters()
 	out := make([]NodeCommandStats, len(masters))
 	for i, addr := range masters {
-		info, err := c.Admin(addr).Info(ctx, "commandstats").Result()
+		info, err := c.Admin(addr).Info(ctx, "commandstats", "cpu").Result()
 		if err != nil {
-			return nil, fmt.Errorf("redistest: INFO commandstats of %s: %w", addr, err)
+			return nil, fmt.Errorf("redistest: INFO commandstats cpu of %s: %w", addr, err)
 		}
-		out[i] = NodeCommandStats{Addr: addr, Commands: ParseCommandStats(info)}
+		out[i] = NodeCommandStats{Addr: addr, Commands: ParseCommandStats(info), CPUUsec: MainThreadCPU(info)}
 	}
 	return out, nil
 }
