@@ -596,7 +596,6 @@ func replicaInSync(ctx context.Context, a *redis.Client, master string) error {
 	return nil
 }
 
-
 // parseClusterNodes reads a CLUSTER NODES reply into the masters that own slots, sorted by first
 // slot. It fails when a node is flagged failing, in handshake or without address.
 func parseClusterNodes(s string) ([]clusterShard, error) {
@@ -703,7 +702,6 @@ func keyInSlot(slot int) string {
 	}
 }
 
-
 // NodeCommandStats are the command statistics of one master.
 type NodeCommandStats struct {
 	Addr     string
@@ -749,7 +747,6 @@ func (c *Cluster) ResetStats(ctx context.Context) error {
 	}
 	return nil
 }
-
 
 var sharedCluster struct {
 	sync.Mutex
