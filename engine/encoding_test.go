@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// TestIndexesAreSkiplists checks that the partition indexes a script creates (ready, depth, heads)
+// are converted to the skiplist encoding at once, however few partitions they hold (a listpack
+// scans the whole set on every update), and that the long member used to convert them is gone.
+func TestIndexesAreSkiplists(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		msgs []Message
+	}{
+		{"one task", []Message{{Partition: "a"}}},
+		{"a batch over several partitions", []Message{{Partition: "a"}, {Partition: "b"}, {Partition: partition.Ordered("c")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{})
+			b.publish(tc.msgs...)
+			k := b.eng.Keys()
+			for _, key := range []string{k.Ready(), k.Depth(), k.Heads()} {
+				enc, err := b.client.ObjectEncoding(b.ctx, key).Result()
+				if err != nil || enc != "skiplist" {
+					t.Errorf("%s: encoding %q, %v; want skiplist", key, enc, err)
+				}
+				members, err := b.client.ZRange(b.ctx, key, 0, -1).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range members {
+					if len(m) > 100 {
+						t.Errorf("%s keeps the conversion member", key)
+					}
+				}
+				if len(members) != len(tc.msgs) {
+					t.Errorf("%s holds %d members, want %d", key, len(members), len(tc.msgs))
+				}
+			}
+		})
+	}
+}
