@@ -46,10 +46,13 @@ local function is_ordered(p) return string.byte(p, 1) == 33 end
 -- pass the numbers they send per task through int (or reuse a string made once per script).
 local function int(n) return string.format('%d', n) end
 
--- now_ms is the Redis server's clock: workers' clocks never decide what is due.
+-- now_ms is the Redis server's clock: workers' clocks never decide what is due. The last reading
+-- is kept for the counter's floor (seq_load).
+local clock_ms
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  clock_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return clock_ms
 end
 
 -- The counter in K_SEQ is kept as a decimal string and split into a high part and a low part of
@@ -61,8 +64,17 @@ end
 -- values are gaps, which nothing relies on not existing. INCRBY's reply reaches Lua as a double,
 -- so above 2^53 the exact value is read back with GET; past INCRBY's int64 range (the key can hold
 -- up to 20 digits) the script falls back to GET and SET.
+--
+-- The counter never hands out a value at or below the server clock in ms × 1000 (SEQ_PER_MS
+-- values a millisecond): when it is behind, the script moves it to that floor plus SEQ_AHEAD (100
+-- ms' worth), so below 1,000 values a millisecond it jumps at most once per 100 ms, one SET. A
+-- counter that went back, because a failover lost its last increments or a snapshot older than
+-- them was restored, thus still hands out values larger than any it handed out before, as long
+-- as the clock moved on by more than 100 ms plus the values handed out in the last 100 ms
+-- divided by 1,000: fencing tokens are not reused (docs/guarantees.md).
 local SEQ_SPLIT = 1000000000000000
 local SEQ_EXACT = 9007199254740992 -- 2^53
+local SEQ_PER_MS, SEQ_AHEAD = 1000, 100000
 local seq_hi, seq_lo, seq_dirty, seq_want
 
 local function seq_split(s)
@@ -71,7 +83,31 @@ local function seq_split(s)
   return 0, tonumber(s)
 end
 
+-- seq_norm carries lo into hi so that 0 <= lo < SEQ_SPLIT.
+local function seq_norm(hi, lo)
+  while lo < 0 do hi, lo = hi - 1, lo + SEQ_SPLIT end
+  while lo >= SEQ_SPLIT do hi, lo = hi + 1, lo - SEQ_SPLIT end
+  return hi, lo
+end
+
+-- seq_string formats hi, lo as the counter key holds it: decimal, no leading zeros.
+local function seq_string(hi, lo)
+  if hi > 0 then return string.format('%d%015d', hi, lo) end
+  return string.format('%d', lo)
+end
+
 local function seq_reserve(n) seq_want = n end
+
+-- seq_floor raises seq_hi, seq_lo (the last value handed out) to the clock floor when they are
+-- below it, and says whether it did.
+local function seq_floor()
+  local f = (clock_ms or now_ms()) * SEQ_PER_MS -- exact: below 2^53 until the year 2255
+  local fhi = math.floor(f / SEQ_SPLIT)
+  local flo = f - fhi * SEQ_SPLIT
+  if seq_hi > fhi or (seq_hi == fhi and seq_lo >= flo) then return false end
+  seq_hi, seq_lo = seq_norm(fhi, flo + SEQ_AHEAD)
+  return true
+end
 
 local function seq_load()
   seq_hi, seq_lo = 0, 0
@@ -79,22 +115,24 @@ local function seq_load()
     local v = redis.pcall('INCRBY', K_SEQ, seq_want)
     if type(v) == 'number' then
       if v < SEQ_EXACT then
-        -- v and hi·SEQ_SPLIT are exact; the division may round, which the two checks correct.
+        -- v and hi·SEQ_SPLIT are exact; the division may round, which seq_norm corrects.
         seq_hi = math.floor(v / SEQ_SPLIT)
-        seq_lo = v - seq_hi * SEQ_SPLIT
-        if seq_lo < 0 then seq_hi, seq_lo = seq_hi - 1, seq_lo + SEQ_SPLIT end
-        if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
+        seq_hi, seq_lo = seq_norm(seq_hi, v - seq_hi * SEQ_SPLIT)
       else
         seq_hi, seq_lo = seq_split(redis.call('GET', K_SEQ))
       end
       -- Step back to the value before the reserved ones.
-      seq_lo = seq_lo - seq_want
-      while seq_lo < 0 do seq_hi, seq_lo = seq_hi - 1, seq_lo + SEQ_SPLIT end
+      seq_hi, seq_lo = seq_norm(seq_hi, seq_lo - seq_want)
+      if seq_floor() then
+        local hi, lo = seq_norm(seq_hi, seq_lo + seq_want)
+        redis.call('SET', K_SEQ, seq_string(hi, lo))
+      end
       return
     end
   end
   local s = redis.call('GET', K_SEQ)
   if s then seq_hi, seq_lo = seq_split(s) end
+  seq_floor()
   seq_dirty = true
 end
 
@@ -452,13 +490,7 @@ end
 local function finish()
   ready_flush()
   index_flush()
-  if seq_dirty then
-    if seq_hi > 0 then
-      redis.call('SET', K_SEQ, string.format('%d%015d', seq_hi, seq_lo))
-    else
-      redis.call('SET', K_SEQ, string.format('%d', seq_lo))
-    end
-  end
+  if seq_dirty then redis.call('SET', K_SEQ, seq_string(seq_hi, seq_lo)) end
   if wakes > 0 then
     local tokens = {}
     for i = 1, math.min(wakes, 32) do tokens[i] = '1' end
