@@ -133,7 +133,7 @@ func (p *pool) newJob(d *engine.Delivery, eng *engine.Engine, handlerCtx context
 	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue}, eng: eng, ctx: ctx, cancel: cancel}
 	j.timer = time.AfterFunc(time.Until(d.LeaseDeadline), func() { cancel(ErrLeaseLost) })
 	p.w.mu.Lock()
-	p.w.jobs[d.ID] = j
+	p.w.jobs[j] = struct{}{}
 	p.w.mu.Unlock()
 	return j
 }
@@ -155,7 +155,7 @@ func (p *pool) release(j *job) {
 	j.timer.Stop()
 	j.cancel(nil)
 	p.w.mu.Lock()
-	delete(p.w.jobs, j.d.ID)
+	delete(p.w.jobs, j)
 	p.w.mu.Unlock()
 	p.slots <- struct{}{}
 }
@@ -388,7 +388,7 @@ func (p *pool) extendLoop(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		all := make([]*job, 0, len(w.jobs))
-		for _, j := range w.jobs {
+		for j := range w.jobs {
 			all = append(all, j)
 		}
 		w.mu.Unlock()
@@ -417,7 +417,7 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 		}
 		w.mu.Lock()
 		for i, j := range chunk {
-			if w.jobs[j.d.ID] != j {
+			if _, ok := w.jobs[j]; !ok {
 				continue // settled since the snapshot
 			}
 			if errs[i] != nil {

@@ -61,8 +61,10 @@ type Worker struct {
 	consumer string
 	running  atomic.Bool
 
-	mu   sync.Mutex
-	jobs map[string]*job // every fetched task not yet settled, by id
+	mu sync.Mutex
+	// jobs holds every fetched task not yet settled. Keyed by the job, not the task id: one id can
+	// be held twice, in two shards, or again after its lease was lost while its old handler still runs.
+	jobs map[*job]struct{}
 }
 
 // NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil queue
@@ -106,7 +108,7 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		work = cfg.Middleware[i](work)
 	}
 	return &Worker{shards: q.shards, queue: q.name, work: work, cfg: cfg, consumer: cfg.ConsumerID,
-		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[string]*job{}}, nil
+		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[*job]struct{}{}}, nil
 }
 
 func defaultConsumerID() string {

@@ -347,3 +347,54 @@ func TestLostLeaseStopsTheUnit(t *testing.T) {
 		t.Fatalf("stats %+v: want A and B pending", st)
 	}
 }
+
+// TestTaskHeldAgainWhileItsOldHandlerRuns: a task whose lease this worker lost is fetched by the
+// same worker again while its first handler, ignoring its context, still runs. When that first
+// handler ends, the second delivery must keep its lease extended: settling one delivery must not
+// make the worker forget the other.
+func TestTaskHeldAgainWhileItsOldHandlerRuns(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 300 * time.Millisecond
+	var runs atomic.Int32
+	started1, started2, release1 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	second := make(chan error, 1)
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		if runs.Add(1) == 1 {
+			close(started1)
+			<-release1 // ignores its context
+			return nil
+		}
+		close(started2)
+		select {
+		case <-time.After(4 * lease):
+			second <- nil
+		case <-ctx.Done():
+			second <- context.Cause(ctx)
+		}
+		return nil
+	}), srq.WorkerConfig{Concurrency: 2, Lease: lease, Logger: quiet})
+	runWorker(t, w)
+	<-started1
+	ti, err := q.Engine().Task(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The task is taken back (as recovery would after a lost lease) and fetched again.
+	if _, err := q.Engine().Reject(ctx, []engine.Rejection{{Receipt: engine.Receipt{ID: "t", Token: ti.Token}}}); err != nil {
+		t.Fatal(err)
+	}
+	<-started2
+	close(release1)
+	if err := <-second; err != nil {
+		t.Fatalf("the second delivery's handler lost its context: %v", err)
+	}
+	waitFor(t, "the second delivery's ack", func() bool {
+		st, _ := q.Engine().Stats(ctx)
+		return st.Acked == 1
+	})
+}
