@@ -24,6 +24,7 @@ type job struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+	freed  bool // its slot went back when its handler succeeded, before the ack (freeSlot)
 }
 
 // pool is one Run's machinery: the loops share the worker and these channels.
@@ -150,14 +151,25 @@ func (p *pool) handBackWaiting(units chan []*job) {
 	}
 }
 
-// release forgets a settled job and frees its slot.
+// release forgets a settled job and frees its slot, unless freeSlot did already.
 func (p *pool) release(j *job) {
 	j.timer.Stop()
 	j.cancel(nil)
 	p.w.mu.Lock()
 	delete(p.w.jobs, j)
 	p.w.mu.Unlock()
-	p.slots <- struct{}{}
+	p.freeSlot(j)
+}
+
+// freeSlot gives j's slot back once. A job whose handler succeeded gives it back before its ack,
+// so the fetcher can fetch while acks are on their way; the task stays held (its lease extended)
+// until the ack. The job is handed from its handler to the acker over a channel, so the flag is
+// never read and written at once.
+func (p *pool) freeSlot(j *job) {
+	if !j.freed {
+		j.freed = true
+		p.slots <- struct{}{}
+	}
 }
 
 // handleLoop runs units until units is closed. After Run's context ended it runs no new task:
@@ -218,6 +230,7 @@ func recoverPanic(err *error) {
 func (p *pool) settle(j *job, err error) (wentBack bool) {
 	w := p.w
 	if err == nil {
+		p.freeSlot(j)
 		p.acks <- j
 		return false
 	}
