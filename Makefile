@@ -25,7 +25,7 @@ fuzz:
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
-	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 quickstart:
 	$(GO) run ./examples/quickstart

@@ -280,13 +280,12 @@ func TestClusterScripts(t *testing.T) {
 
 // loop publishes, fetches and acks one task at a time on e until ctx ends, counting what worked.
 type loop struct {
-	e                    *Engine
-	ok, fails            atomic.Int64
-	mu                   sync.Mutex
-	lastErr              error
-	published, acked     map[string]bool
-	unknown              map[string]bool // an ack that failed: it may or may not have been applied
-	publishedAfterSwitch atomic.Int64
+	e                *Engine
+	ok, fails        atomic.Int64
+	mu               sync.Mutex
+	lastErr          error
+	published, acked map[string]bool
+	unknown          map[string]bool // an ack that failed: it may or may not have been applied
 }
 
 func newLoop(e *Engine) *loop {

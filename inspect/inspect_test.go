@@ -3,6 +3,7 @@ package inspect
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,15 +258,15 @@ func TestInFlightPaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ids(page, func(t InFlightTask) string { return t.ID }); got != "t00,t01" {
-		t.Fatalf("first page %q", got)
+	if got := ids(page, func(t InFlightTask) string { return t.ID }); got != strings.Join(want[:2], ",") {
+		t.Fatalf("first page %q, want %q", got, want[:2])
 	}
 	if page[0].Consumer != "ca" || page[0].Attempt != 1 || page[0].Partition != "p" ||
 		!page[0].LeaseDeadline.Before(page[1].LeaseDeadline) || page[0].EnqueuedAt.IsZero() {
 		t.Fatalf("first page %+v", page)
 	}
 	page, err = b.in.InFlight(b.ctx, b.queue, Page{Offset: 4, Limit: 2})
-	if err != nil || ids(page, func(t InFlightTask) string { return t.ID }) != "t04" {
+	if err != nil || ids(page, func(t InFlightTask) string { return t.ID }) != want[4] {
 		t.Fatalf("last page %+v %v", page, err)
 	}
 	page, err = b.in.InFlight(b.ctx, b.queue, Page{Offset: 5})
