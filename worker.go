@@ -22,7 +22,8 @@ type WorkerConfig struct {
 	// Concurrency is how many handlers run at once. Default 10.
 	Concurrency int
 	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default equal to
-	// Concurrency; negative: none.
+	// Concurrency; negative: none. Tasks whose handler succeeded and that wait only for their
+	// batched ack count against neither Concurrency nor Prefetch.
 	Prefetch int
 	// Lease is how long a fetched task stays leased without an extension; the worker extends the
 	// leases of its tasks every Lease/3. Default 30s; at least 30ms.
