@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/srqueue/srq/partition"
@@ -17,6 +18,9 @@ func TestIndexesAreSkiplists(t *testing.T) {
 	}{
 		{"one task", []Message{{Partition: "a"}}},
 		{"a batch over several partitions", []Message{{Partition: "a"}, {Partition: "b"}, {Partition: partition.Ordered("c")}}},
+		// A partition key as long as the conversion member, of the character a first version used:
+		// the conversion must not take it out of the indexes.
+		{"a partition like the conversion member", []Message{{Partition: partition.Key(strings.Repeat("~", 200))}, {Partition: "y"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -33,13 +37,16 @@ func TestIndexesAreSkiplists(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, m := range members {
-					if len(m) > 100 {
+					if m == strings.Repeat("\xff", 200) {
 						t.Errorf("%s keeps the conversion member", key)
 					}
 				}
 				if len(members) != len(tc.msgs) {
 					t.Errorf("%s holds %d members, want %d", key, len(members), len(tc.msgs))
 				}
+			}
+			if got := b.drain("c"); len(got) != len(tc.msgs) {
+				t.Errorf("drained %d tasks, want %d", len(got), len(tc.msgs))
 			}
 		})
 	}
