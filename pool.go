@@ -82,7 +82,16 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 			if nextDue >= 0 {
 				wait = max(min(wait, nextDue), time.Millisecond)
 			}
-			err = eng.Wait(ctx, wait)
+			var woken bool
+			woken, err = eng.Wait(ctx, wait)
+			if woken && len(p.slots) == 0 {
+				// Every slot is busy (with other shards' work): hand the wake-up on, so an idle
+				// worker takes this shard's work now rather than at the end of its own wait. (A
+				// slot freed meanwhile only means two fetches for the work; one finds nothing.)
+				if err := eng.Wake(ctx); err != nil && ctx.Err() == nil {
+					w.log.Warn("handing on a wake-up failed", "err", err)
+				}
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {

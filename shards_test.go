@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,5 +260,87 @@ func TestShardConfigErrors(t *testing.T) {
 		if _, err := srq.NewQueue[int](c, cfg); !errors.Is(err, srq.ErrInvalid) {
 			t.Errorf("NewQueue(%+v): %v, want ErrInvalid", cfg, err)
 		}
+	}
+}
+
+// TestBusyWorkerHandsOnWakeUps: worker A's only slot is busy with a task of shard 0 while its
+// fetcher of shard 1 sleeps in Redis. A publish to shard 1 wakes that fetcher, which has no slot:
+// it must hand the wake-up on (push the token back), so an idle worker sleeping on shard 1 would
+// take the task at once instead of at the end of its wait. Then worker B runs the task.
+func TestBusyWorkerHandsOnWakeUps(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("counts blocked clients (INFO clients) of a real Redis")
+	}
+	ctx := testCtx(t)
+	c := srv.Client(t)
+	q, err := srq.NewQueue[string](c, srq.QueueConfig{Name: "wake", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyOf := func(shard int) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprint("k", i); q.ShardOf(partition.Key(k)) == q.Shards()[shard] {
+				return k
+			}
+		}
+	}
+	blocked := func(n int) func() bool {
+		return func() bool {
+			info, err := c.Info(ctx, "clients").Result()
+			return err == nil && strings.Contains(info, fmt.Sprintf("blocked_clients:%d\r", n))
+		}
+	}
+	release := make(chan struct{})
+	busy := make(chan struct{})
+	ran := make(chan string, 1)
+	h := srq.HandlerFunc[string](func(_ context.Context, task *srq.Task[string]) error {
+		if task.Value == "long" {
+			close(busy)
+			<-release
+			return nil
+		}
+		ran <- task.Value
+		return nil
+	})
+	cfg := srq.WorkerConfig{Concurrency: 1, Prefetch: -1, PollWait: time.Minute, Logger: quiet}
+	a, _ := srq.NewWorker(q, h, cfg)
+	runWorker(t, a)
+	defer close(release)
+	waitFor(t, "A's two fetchers to wait in Redis", blocked(2))
+	if _, err := q.Publish(ctx, "long", &srq.PublishOpts{Partition: keyOf(0)}); err != nil {
+		t.Fatal(err)
+	}
+	<-busy // A's shard-0 fetcher took the only slot; its shard-1 fetcher still waits in Redis
+	waitFor(t, "A's shard-1 fetcher alone to wait in Redis", blocked(1))
+	if _, err := q.Publish(ctx, "quick", &srq.PublishOpts{Partition: keyOf(1)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's shard-1 fetcher to be woken", blocked(0))
+	wake := q.Shards()[1].Keys().Wake()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := c.LLen(ctx, wake).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the busy worker kept the wake-up: %d tokens in %s", n, wake)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b, _ := srq.NewWorker(q, h, cfg)
+	runWorker(t, b)
+	select {
+	case v := <-ran:
+		if v != "quick" {
+			t.Fatalf("ran %q", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker B did not run the task of shard 1")
 	}
 }

@@ -55,26 +55,39 @@ func (e *Engine) FetchNext(ctx context.Context, consumer string, n int, lease ti
 }
 
 // Wait blocks in Redis until a publish or a release makes work ready, d passes, or ctx ends; in
-// slices of at most MaxBlock, so a cancellation is noticed. It returns nil when woken or when d
-// passes, ctx's error when ctx ends, and Redis's error.
-func (e *Engine) Wait(ctx context.Context, d time.Duration) error {
+// slices of at most MaxBlock, so a cancellation is noticed. It reports whether it was woken (it
+// took a wake-up token: a caller that cannot fetch now should hand it on with Wake); false when d
+// passed. It fails with ctx's error when ctx ends, and with Redis's error.
+func (e *Engine) Wait(ctx context.Context, d time.Duration) (woken bool, err error) {
 	end := time.Now().Add(d)
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
 		block := min(time.Until(end), e.cfg.MaxBlock)
 		if dl, ok := ctx.Deadline(); ok {
 			block = min(block, time.Until(dl))
 		}
 		if block <= 0 {
-			return nil
+			return false, nil
 		}
 		woken, err := e.blockWoken(ctx, block)
 		if err != nil || woken {
-			return err
+			return woken, err
 		}
 	}
+}
+
+// Wake hands one wake-up token to the consumers blocked in Wait or FetchWait: one of them returns
+// and fetches. A consumer that was woken but cannot fetch now (no free slot) calls it, so the work
+// that woke it does not wait for the next publish or the end of another sleeper's wait. A token no
+// one needs is harmless: the next fetch that finds nothing ready drops the tokens left. It fails
+// with Redis's error.
+func (e *Engine) Wake(ctx context.Context) error {
+	if err := e.client.LPush(ctx, e.keys.Wake(), "1").Err(); err != nil {
+		return fmt.Errorf("srq: wake: %w", err)
+	}
+	return nil
 }
 
 // FetchWait is Fetch that, when nothing is ready, blocks in Redis until a publish or a release
