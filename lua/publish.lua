@@ -37,11 +37,16 @@ for i = 3, #ARGV, 8 do
     local s = next_seq()
     -- A pending task has no state field and a level-0 task no level field: absent means those, and
     -- every byte of a task record counts when millions wait.
-    local fields = {'d', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s}
-    if level ~= '0' then fields[#fields + 1] = 'r'; fields[#fields + 1] = level end
-    if ARGV[i + 5] ~= '0' then fields[#fields + 1] = 'm'; fields[#fields + 1] = ARGV[i + 5] end
-    if ARGV[i + 6] ~= '' then fields[#fields + 1] = 'h'; fields[#fields + 1] = ARGV[i + 6] end
-    redis.call('HSET', kt, unpack(fields))
+    if level == '0' and ARGV[i + 5] == '0' and ARGV[i + 6] == '' then
+      -- The usual task: no priority, attempts or headers; no table to build and unpack.
+      redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s)
+    else
+      local fields = {'d', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s}
+      if level ~= '0' then fields[#fields + 1] = 'r'; fields[#fields + 1] = level end
+      if ARGV[i + 5] ~= '0' then fields[#fields + 1] = 'm'; fields[#fields + 1] = ARGV[i + 5] end
+      if ARGV[i + 6] ~= '' then fields[#fields + 1] = 'h'; fields[#fields + 1] = ARGV[i + 6] end
+      redis.call('HSET', kt, unpack(fields))
+    end
     -- Pending sets are written after the loop, one variadic ZADD per (partition, level): nothing
     -- in the loop reads them, and a batch often sends several tasks to one partition.
     local kp = k_pending(p, level)
