@@ -10,6 +10,7 @@
 -- @include common
 
 local now = now_ms()
+local now_s = int(now) -- formatted once, not per acked id (see int)
 local window = tonumber(ARGV[2])
 local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
 local acked = 0
@@ -33,7 +34,7 @@ for i = 3, #ARGV, 2 do
       seen[p] = true
       parts[#parts + 1] = p
     end
-    if window > 0 then dedup[#dedup + 1] = now; dedup[#dedup + 1] = id end
+    if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
     acked = acked + 1
     res[#res + 1] = OK
   end
