@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// exampleRedis starts an embedded Redis for an example; real code passes its own client.
+func exampleRedis() (*redis.Client, func()) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return c, func() { _ = c.Close(); m.Close() }
+}
+
+// Publish to an ordered partition, lease the tasks and ack them with their fencing tokens.
+func ExampleEngine() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	e, err := engine.New(client, engine.Config{Queue: "orders"})
+	if err != nil {
+		panic(err)
+	}
+	order := partition.Ordered("order-42")
+	if _, err := e.Publish(ctx, []engine.Message{
+		{ID: "created", Partition: order, Payload: []byte("v1")},
+		{ID: "paid", Partition: order, Payload: []byte("v2")},
+	}); err != nil {
+		panic(err)
+	}
+	ds, err := e.Fetch(ctx, "worker-1", 10, 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	var receipts []engine.Receipt
+	for _, d := range ds {
+		fmt.Printf("%s %s attempt %d\n", d.ID, d.Payload, d.Attempt)
+		receipts = append(receipts, d.Receipt())
+	}
+	errs, err := e.Ack(ctx, receipts)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("ack errors:", errs)
+	// Output:
+	// created v1 attempt 1
+	// paid v2 attempt 1
+	// ack errors: [<nil> <nil>]
+}
+
+// A consumer's loop without a worker: fetch, and when nothing is ready, wait in Redis for a
+// publish instead of polling. A consumer that is woken but cannot take work now hands the
+// wake-up on with Wake, so another sleeper fetches it.
+func ExampleEngine_Wait() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	e, err := engine.New(client, engine.Config{Queue: "jobs"})
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := e.Publish(ctx, []engine.Message{{ID: "resize-1"}}); err != nil {
+			panic(err)
+		}
+	}()
+	for {
+		ds, nextDue, err := e.FetchNext(ctx, "worker-1", 10, 30*time.Second)
+		if err != nil {
+			panic(err)
+		}
+		if len(ds) > 0 {
+			fmt.Println("fetched", ds[0].ID)
+			break
+		}
+		wait := 5 * time.Second
+		if nextDue >= 0 {
+			wait = min(wait, nextDue) // a delayed task falls due sooner
+		}
+		woken, err := e.Wait(ctx, wait)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("woken:", woken)
+	}
+	// Output:
+	// woken: true
+	// fetched resize-1
+}
+
+// A consumer woken while it has no room for work hands the wake-up on, so another consumer
+// blocked in Wait (here, the second call) takes the work at once.
+func ExampleEngine_Wake() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	e, err := engine.New(client, engine.Config{Queue: "jobs"})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := e.Publish(ctx, []engine.Message{{ID: "a"}}); err != nil {
+		panic(err)
+	}
+	woken, _ := e.Wait(ctx, time.Second) // takes the publish's wake-up token
+	busy := true                         // say every handler of this consumer is taken
+	if woken && busy {
+		if err := e.Wake(ctx); err != nil {
+			panic(err)
+		}
+	}
+	other, _ := e.Wait(ctx, time.Second) // another consumer's wait
+	fmt.Println(woken, other)
+	// Output:
+	// true true
+}
