@@ -124,3 +124,45 @@ func ExampleEngine_Wake() {
 	// Output:
 	// true true
 }
+
+// A consumer's steady state in one round trip per batch: ack what it finished and lease the next
+// tasks in the same call. The ordered partition released by the ack is served at once.
+func ExampleEngine_AckFetch() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	e, err := engine.New(client, engine.Config{Queue: "accounts"})
+	if err != nil {
+		panic(err)
+	}
+	acct := partition.Ordered("acct-7")
+	if _, err := e.Publish(ctx, []engine.Message{{ID: "debit"}, {ID: "credit"}, {ID: "close"}}); err != nil {
+		panic(err)
+	}
+	if _, err := e.Publish(ctx, []engine.Message{{ID: "open", Partition: acct}, {ID: "deposit", Partition: acct}}); err != nil {
+		panic(err)
+	}
+	var receipts []engine.Receipt
+	for round := 1; ; round++ {
+		errs, ds, _, err := e.AckFetch(ctx, receipts, "worker-1", 2, 30*time.Second)
+		if err != nil {
+			panic(err)
+		}
+		if len(ds) == 0 {
+			fmt.Println("round", round, "acked", len(errs), "and found nothing more")
+			break
+		}
+		receipts = receipts[:0]
+		var ids []string
+		for _, d := range ds {
+			ids = append(ids, d.ID)
+			receipts = append(receipts, d.Receipt())
+		}
+		fmt.Println("round", round, "acked", len(errs), "fetched", ids)
+	}
+	// Output:
+	// round 1 acked 0 fetched [debit open]
+	// round 2 acked 2 fetched [credit deposit]
+	// round 3 acked 2 fetched [close]
+	// round 4 acked 1 and found nothing more
+}

@@ -150,17 +150,9 @@ func (e *Engine) blockWoken(ctx context.Context, d time.Duration) (bool, error) 
 
 // fetch runs fetch.lua once; nextDue is how long until delayed work is due (-1: none).
 func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, time.Duration, error) {
-	switch {
-	case n < 1:
-		return nil, 0, invalidf("fetch of %d tasks", n)
-	case lease < time.Millisecond:
-		return nil, 0, invalidf("lease %v is below 1ms", lease)
-	case consumer == "":
-		return nil, 0, invalidf("empty consumer id")
-	}
-	run := n
-	if e.cfg.MaxOrderedRun > 0 {
-		run = min(run, e.cfg.MaxOrderedRun)
+	run, err := e.fetchRun(consumer, n, lease)
+	if err != nil {
+		return nil, 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
@@ -173,6 +165,29 @@ func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.D
 	if err != nil {
 		return nil, 0, err
 	}
+	return parseFetch(res, sent, lease)
+}
+
+// fetchRun checks a fetch's arguments and returns the longest run of one ordered partition it may
+// take.
+func (e *Engine) fetchRun(consumer string, n int, lease time.Duration) (int, error) {
+	switch {
+	case n < 1:
+		return 0, invalidf("fetch of %d tasks", n)
+	case lease < time.Millisecond:
+		return 0, invalidf("lease %v is below 1ms", lease)
+	case consumer == "":
+		return 0, invalidf("empty consumer id")
+	}
+	run := n
+	if e.cfg.MaxOrderedRun > 0 {
+		run = min(run, e.cfg.MaxOrderedRun)
+	}
+	return run, nil
+}
+
+// parseFetch reads fetch.lua's reply; the leases end lease after sent at the latest.
+func parseFetch(res any, sent time.Time, lease time.Duration) ([]Delivery, time.Duration, error) {
 	rows, err := replySlice(res)
 	if err != nil || len(rows) < 3 {
 		return nil, 0, fmt.Errorf("srq: fetch: malformed reply %v", res)
@@ -196,6 +211,47 @@ func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.D
 		ds = append(ds, d)
 	}
 	return ds, nextDue, nil
+}
+
+// AckFetch acks rs and then leases up to n more tasks to consumer, atomically and in one round
+// trip: Ack followed by FetchNext, for a consumer that finished tasks and has room for more. A
+// partition the ack releases (an ordered one whose last leased task is acked) can be served by the
+// same call. It returns one error per receipt as Ack does (nil, ErrStaleToken or ErrNotFound), the
+// deliveries, and how long until the next delayed task is due as FetchNext does (-1: none). It
+// fails with ErrInvalid as Fetch does, before anything is sent, and with Redis's error, after
+// which, as after a failed Ack, the acks may or may not have happened.
+func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n int, lease time.Duration) ([]error, []Delivery, time.Duration, error) {
+	run, err := e.fetchRun(consumer, n, lease)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	args := make([]any, 0, 5+2*len(rs))
+	args = append(args, e.cfg.DedupWindow.Milliseconds(), consumer, n, lease.Milliseconds(), run)
+	for _, r := range rs {
+		args = append(args, r.ID, r.Token.String())
+	}
+	sent := time.Now()
+	// Not cut off by ctx once sent, as fetch is not.
+	res, err := e.run(context.WithoutCancel(ctx), scriptAckFetch, args...)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	parts, err := replySlice(res)
+	if err != nil || len(parts) != 2 {
+		return nil, nil, 0, fmt.Errorf("srq: ack and fetch: malformed reply %v", res)
+	}
+	codes, err := replyCodes(parts[0], len(rs))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	ds, nextDue, err := parseFetch(parts[1], sent, lease)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return codesToErrors(codes), ds, nextDue, nil
 }
 
 // parseDelivery reads one task row of fetch.lua: {id, token, partition, priority, attempt, max

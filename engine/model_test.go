@@ -375,6 +375,7 @@ func (r *modelRun) run(steps int) {
 		{22, "publish", r.opPublish},
 		{26, "fetch", func() { r.opFetch(modelPick(r.rng, modelConsumers), 1+r.rng.IntN(5)) }},
 		{16, "ack", r.opAck},
+		{8, "ackfetch", r.opAckFetch},
 		{10, "reject", r.opReject},
 		{3, "kill", r.opKill},
 		{3, "extend", r.opExtend},
@@ -532,10 +533,30 @@ func (r *modelRun) maxRun(n int) int {
 // maxRun tasks in all. The model predicts the second phase exactly, and checks every turn of the
 // first against the contract.
 func (r *modelRun) opFetch(consumer string, n int) int {
-	m := r.m
-	m.clock++
+	r.m.clock++
 	ds, err := r.b.eng.Fetch(r.ctx, consumer, n, modelDelay)
 	r.must(err, "fetch")
+	return r.checkFetch(consumer, n, ds)
+}
+
+// opAckFetch acks some receipts and fetches in one AckFetch call, and checks both parts against
+// the model as an ack followed by a fetch.
+func (r *modelRun) opAckFetch() {
+	rs := r.receipts(1 + r.rng.IntN(4))
+	consumer, n := modelPick(r.rng, modelConsumers), 1+r.rng.IntN(5)
+	errs, ds, _, err := r.b.eng.AckFetch(r.ctx, rs, consumer, n, modelDelay)
+	r.must(err, "ack and fetch")
+	r.logf("ack and fetch:")
+	r.m.clock++
+	r.checkAck(rs, errs)
+	r.m.clock++
+	r.checkFetch(consumer, n, ds)
+}
+
+// checkFetch checks ds, what a fetch of n for consumer returned, against the model and applies
+// it; it returns how many tasks there were.
+func (r *modelRun) checkFetch(consumer string, n int, ds []Delivery) int {
+	m := r.m
 	var desc []string
 	for _, d := range ds {
 		desc = append(desc, fmt.Sprintf("%s@%q", d.ID, d.Partition))
@@ -719,10 +740,15 @@ func (r *modelRun) receipts(k int) []Receipt {
 func (r *modelRun) opAck() { r.ack(r.receipts(1 + r.rng.IntN(4))) }
 
 func (r *modelRun) ack(rs []Receipt) {
-	m := r.m
-	m.clock++
+	r.m.clock++
 	errs, err := r.b.eng.Ack(r.ctx, rs)
 	r.must(err, "ack")
+	r.checkAck(rs, errs)
+}
+
+// checkAck checks errs, what an ack of rs returned, against the model and applies it.
+func (r *modelRun) checkAck(rs []Receipt, errs []error) {
+	m := r.m
 	r.logf("ack %s -> %v", modelReceiptList(rs), errs)
 	if len(errs) != len(rs) {
 		r.fatalf("ack of %d returned %d results", len(rs), len(errs))

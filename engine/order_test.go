@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,5 +271,48 @@ func TestFairness(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAckFetchServesTheReleasedPartition: acking the last leased task of an ordered partition
+// releases it, and the fetch in the same AckFetch call can take its next tasks at once; a stale
+// receipt in the call is refused without stopping the fetch.
+func TestAckFetchServesTheReleasedPartition(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	p := partition.Ordered("user")
+	b.publish(Message{ID: "1", Partition: p}, Message{ID: "2", Partition: p}, Message{ID: "3", Partition: p})
+	first := b.fetch("c", 1)
+	if len(first) != 1 || first[0].ID != "1" {
+		t.Fatalf("first fetch %+v", first)
+	}
+	if ds := b.fetch("other", 5); len(ds) != 0 {
+		t.Fatalf("the held partition handed out %+v", ds)
+	}
+	stale := first[0].Receipt()
+	stale.Token--
+	errs, ds, nextDue, err := b.eng.AckFetch(b.ctx, []Receipt{stale, first[0].Receipt()}, "c", 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 2 || !errors.Is(errs[0], ErrStaleToken) || errs[1] != nil {
+		t.Fatalf("ack results %v", errs)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.ID)
+	}
+	if strings.Join(got, ",") != "2,3" || nextDue != 0 {
+		t.Fatalf("fetched %v (next due %v), want 2,3 in order", got, nextDue)
+	}
+	errs, ds, _, err = b.eng.AckFetch(b.ctx, []Receipt{ds[0].Receipt(), ds[1].Receipt()}, "c", 5, time.Minute)
+	if err != nil || len(ds) != 0 || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("last AckFetch: %v %+v %v", errs, ds, err)
+	}
+	if s := b.stats(); s.Acked != 3 || s.Pending != 0 || s.InFlight != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	if _, _, _, err := b.eng.AckFetch(b.ctx, nil, "", 1, time.Minute); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("empty consumer: %v", err)
 	}
 }

@@ -45,6 +45,7 @@ var (
 	scriptPublish   = mustScript("publish")
 	scriptFetch     = mustScript("fetch")
 	scriptAck       = mustScript("ack")
+	scriptAckFetch  = mustScript("ack_fetch")
 	scriptReject    = mustScript("reject")
 	scriptExtend    = mustScript("extend")
 	scriptKill      = mustScript("kill")

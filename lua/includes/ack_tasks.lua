@@ -1,0 +1,51 @@
+-- ack_tasks.lua: the work of an ack, as a function, for ack.lua and ack_fetch.lua. Included after
+-- common.lua; the caller runs finish() afterwards.
+
+-- ack_tasks completes the leased tasks named by ARGV[first…last], 2 per task (id, fencing token):
+-- each record is deleted, and a partition whose last leased task this was is released to the
+-- round-robin. window is the dedup window in ms (0: none). Returns one code per task: OK, STALE
+-- (the token is not the current lease's) or NOTFOUND.
+local function ack_tasks(now, window, first, last)
+  local now_s = int(now) -- formatted once, not per acked id (see int)
+  local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
+  local acked = 0
+  local dedup = {} -- score, id pairs for one variadic ZADD to dedup
+
+  for i = first, last, 2 do
+    local id, token = ARGV[i], ARGV[i + 1]
+    local kt = k_task(id)
+    local f = redis.call('HMGET', kt, 'k', 'p', 'l')
+    if not f[2] or seen_id[id] then
+      res[#res + 1] = NOTFOUND -- a repeat of an id in this call finds it acked already
+    elseif f[1] ~= token then
+      res[#res + 1] = STALE
+    else
+      local p = f[2]
+      seen_id[id] = true
+      done[#done + 1] = id
+      keys[#keys + 1] = kt
+      -- Only a task fetched from an ordered or limited partition is in its partition's held set.
+      if f[3] and redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
+        seen[p] = true
+        parts[#parts + 1] = p
+      end
+      if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
+      acked = acked + 1
+      res[#res + 1] = OK
+    end
+  end
+
+  for i = 1, #done, 1000 do
+    local j = math.min(i + 999, #done)
+    redis.call('DEL', unpack(keys, i, j))
+    redis.call('ZREM', K_INFLIGHT, unpack(done, i, j))
+  end
+  if #dedup > 0 then bulk('ZADD', K_DEDUP, nil, dedup) end
+  for i = 1, #parts do
+    -- An ordered partition was held, so it is in neither index; a limited one may be in either.
+    place(parts[i], now, is_ordered(parts[i]))
+  end
+  if window > 0 and acked > 0 then prune_dedup(now, window, math.min(100 + acked, 1000)) end
+  stat('acked', acked)
+  return res
+end

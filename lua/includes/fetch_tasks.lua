@@ -1,0 +1,135 @@
+-- fetch_tasks.lua: the work of a fetch, as a function, for fetch.lua and ack_fetch.lua. Included
+-- after common.lua; the caller runs finish() afterwards.
+
+-- fetch_tasks leases up to n tasks to consumer until now + lease, serving ready partitions
+-- round-robin, and returns {now ms, lease deadline ms, ms until the next delayed work is due (-1:
+-- none; 0 when tasks were leased), task…} (fetch.lua describes a task row). Each turn takes one
+-- task and sends the partition behind all others. An ordered partition taken here leaves the
+-- round-robin, held by consumer until all of its leased tasks end. Only when no partition is
+-- ready any more does it take further tasks of the ordered partitions it holds, as consecutive
+-- runs of up to maxrun tasks each. Due partitions are first moved from sched to ready, a bounded
+-- chunk a call.
+local function fetch_tasks(now, consumer, n, lease, maxrun)
+  local deadline = now + lease
+  local deadline_s = int(deadline)
+  seq_reserve(n) -- one fencing token per task leased, at most n
+
+  seen_consumer(consumer, now)
+  -- A paused queue hands out nothing; a wake-up token left would only make sleepers spin. The
+  -- usual answer, no queue pause, no controls and no priorities anywhere, takes one EXISTS.
+  if redis.call('EXISTS', K_QPAUSE, K_CTL, K_PRIO) == 0 then
+    ctl_count, prio_count = 0, 0
+  elseif redis.call('EXISTS', K_QPAUSE) == 1 then
+    redis.call('DEL', K_WAKE)
+    wakes = 0
+    return {now, deadline, -1}
+  end
+
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, math.max(64, 4 * n))
+  for i = 1, #due do
+    redis.call('ZREM', K_SCHED, due[i])
+    if not redis.call('ZSCORE', K_READY, due[i]) then ready_push(due[i]) end
+  end
+
+  local out = {now, deadline, 0}
+  local taken = 0
+  local leased = {} -- score, id pairs for one ZADD to inflight at the end
+
+  -- take leases task member of level (pending set kp) of partition p; next_score is the score of
+  -- the task behind it in that level, nil if none (the level empties).
+  local function take(p, member, level, kp, next_score, track)
+    redis.call('ZREM', kp, member)
+    if not next_score then level_gone(p, level) end
+    depth_add(p, -1)
+    local id = string.sub(member, 21)
+    local kt = k_task(id)
+    local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
+    local attempt = (tonumber(f[1]) or 0) + 1
+    local token = next_seq()
+    if track then
+      redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i', 'l', '1')
+      redis.call('SADD', k_held(p), id)
+    else
+      redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i')
+    end
+    leased[#leased + 1] = deadline_s
+    leased[#leased + 1] = id
+    taken = taken + 1
+    out[#out + 1] = {id, token, p, level, attempt, tonumber(f[2]) or 0, tonumber(f[3]) or 0,
+      tonumber(f[4]) or 0, f[5] or '', f[6] or '', tonumber(f[7]) or 0, f[8] or ''}
+  end
+
+  -- Round-robin: read the next partitions of ready in one call, serve each one task, and send each
+  -- behind all others (or out of ready); repeat while tasks are wanted and partitions are ready.
+  -- Every turn leases a task or takes a partition out of ready, so the loop is bounded by n plus the
+  -- stale entries it meets; the cap only guards against a bug. An ordered partition in ready is
+  -- never held: fetch takes it out of ready when it leases from it, and place keeps a held one out.
+  local held = {}
+  local turns = 0
+  while taken < n and turns < 2 * n + 64 do
+    ready_flush() -- the partitions the last turn sent to the tail or took out
+    local heads = redis.call('ZRANGE', K_READY, 0, n - taken - 1)
+    if #heads == 0 then break end
+    for i = 1, #heads do
+      if taken >= n then break end
+      turns = turns + 1
+      local p = heads[i]
+      local paused, limit, blocked = meta(p)
+      if paused or (blocked and blocked > now) or (limit and is_held(p, limit)) then
+        place(p, now)
+      else
+        local levels = levels_of(p)
+        local member, level, kp, next_score = pick(p, now, levels)
+        if not member then
+          redis.call('ZREM', K_READY, p)
+          place(p, now)
+        elseif is_ordered(p) then
+          take(p, member, level, kp, next_score, true)
+          -- With one level, the task behind the one taken is p's new head.
+          if #levels == 1 then head_is(p, next_score) else head_is(p, false) end
+          ready_del(p) -- held by this consumer until its leased tasks end
+          held[#held + 1] = p
+        else
+          take(p, member, level, kp, next_score, limit)
+          local e = next_score
+          if #levels > 1 then e = earliest(p) end
+          head_is(p, e)
+          if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
+          if not e then
+            ready_del(p)
+          elseif e <= now then
+            ready_push(p)
+          else
+            ready_del(p)
+            schedule(p, e)
+          end
+        end
+      end
+    end
+  end
+
+  -- Nothing else is ready: lengthen the runs of the ordered partitions this fetch holds.
+  for i = 1, #held do
+    local p, run = held[i], 1
+    while taken < n and run < maxrun do
+      local member, level, kp, next_score = pick(p, now)
+      if not member then break end
+      take(p, member, level, kp, next_score, true)
+      head_is(p, false)
+      run = run + 1
+    end
+  end
+  -- In chunks: unpack fails past about 8000 values (a fetch of 4000 tasks).
+  for i = 1, #leased, 1000 do redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased))) end
+
+  stat('pending', -taken)
+  -- Partitions this fetch sent to the back of ready were ready before it and wake nobody (ready_push
+  -- counts no wake-up); a partition it scheduled earlier than any before does (schedule).
+  if taken == 0 then
+    -- Nothing is ready, so any wake-up token left is stale; drop them so sleepers sleep.
+    redis.call('DEL', K_WAKE)
+    local next_due = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+    if next_due[2] then out[3] = math.max(1, tonumber(next_due[2]) - now) else out[3] = -1 end
+  end
+  return out
+end
