@@ -32,8 +32,9 @@ type pool struct {
 	w        *Worker
 	slots    chan struct{}   // one per task the worker may hold, fetched or running
 	turn     chan struct{}   // held by the fetcher that is taking slots and fetching
-	acks     chan *job       // jobs to ack, batched by ackLoop
+	acks     chan *job       // jobs to ack, batched by ackLoop (or sent along with a fetch)
 	stopping <-chan struct{} // closed when Run's context ends
+	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
 }
 
 func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
@@ -72,7 +73,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 				break grab
 			}
 		}
-		ds, nextDue, err := eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
+		ds, nextDue, err := p.fetch(ctx, eng, n)
 		for i := len(ds); i < n; i++ {
 			p.slots <- struct{}{}
 		}
@@ -118,6 +119,41 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 			units <- u // never blocks: units has room for every slot
 		}
 	}
+}
+
+// fetch leases up to n tasks from eng. Acks queued for the acker by then (it is busy with an
+// earlier batch when acks pile up) go along: those of eng's shard in the same call (AckFetch, one
+// round trip and one script instead of two), those of other shards in their own calls first.
+func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.Delivery, time.Duration, error) {
+	w := p.w
+	var mine, others []*job
+drain:
+	for len(mine)+len(others) < maxAckBatch {
+		select {
+		case j := <-p.acks:
+			if j.eng == eng {
+				mine = append(mine, j)
+			} else {
+				others = append(others, j)
+			}
+		default:
+			break drain
+		}
+	}
+	for oeng, js := range byShard(others) {
+		p.ack(p.base, oeng, js)
+	}
+	if len(mine) == 0 {
+		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
+	}
+	errs, ds, nextDue, err := eng.AckFetch(ctx, receipts(mine), w.consumer, n, w.cfg.Lease)
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// Run's context ended before the call went out: the acks must still be sent.
+		p.ack(p.base, eng, mine)
+		return nil, 0, err
+	}
+	p.acked(mine, errs, err)
+	return ds, nextDue, err
 }
 
 // group makes units of ds, whose shard engines engs gives, one for one.
@@ -336,10 +372,13 @@ func (p *pool) logSettle(op string, j *job, err error, errs []error) {
 	}
 }
 
-// ackLoop acks jobs in batches: it waits for one, takes whatever else is queued (up to 256) and
-// acks them in one call. It ends when acks is closed and drained.
+// maxAckBatch is the most acks sent in one call.
+const maxAckBatch = 256
+
+// ackLoop acks jobs in batches: it waits for one, takes whatever else is queued (up to
+// maxAckBatch) and acks them in one call. It ends when acks is closed and drained.
 func (p *pool) ackLoop(base context.Context) error {
-	batch := make([]*job, 0, 256)
+	batch := make([]*job, 0, maxAckBatch)
 	for j := range p.acks {
 		batch = append(batch[:0], j)
 	drain:
@@ -377,15 +416,25 @@ func (p *pool) ackLoop(base context.Context) error {
 
 // ack acks jobs of one shard in one call and releases them.
 func (p *pool) ack(base context.Context, eng *engine.Engine, js []*job) {
+	ctx, cancel := p.settleCtx(base)
+	errs, err := eng.Ack(ctx, receipts(js))
+	cancel()
+	p.acked(js, errs, err)
+}
+
+// receipts returns the receipts of js.
+func receipts(js []*job) []engine.Receipt {
 	rs := make([]engine.Receipt, len(js))
 	for i, j := range js {
 		rs[i] = j.d.Receipt()
 	}
-	ctx, cancel := p.settleCtx(base)
-	errs, err := eng.Ack(ctx, rs)
-	cancel()
+	return rs
+}
+
+// acked logs what an ack of js answered (errs, one per job, or err for the call) and releases them.
+func (p *pool) acked(js []*job, errs []error, err error) {
 	if err != nil {
-		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(rs), "err", err)
+		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(js), "err", err)
 	}
 	for i, j := range js {
 		if err == nil && errs[i] != nil {

@@ -151,7 +151,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	units := make(chan []*job, capacity)
 	acks := make(chan *job, capacity)
 	handlersDone := make(chan struct{})
-	p := &pool{w: w, slots: slots, turn: make(chan struct{}, 1), acks: acks, stopping: ctx.Done()}
+	p := &pool{w: w, slots: slots, turn: make(chan struct{}, 1), acks: acks, stopping: ctx.Done(), base: base}
 
 	var handlers errgroup.Group
 	handlers.Go(func() error {
@@ -225,7 +225,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	stopAfter := context.AfterFunc(ctx, func() { stopHandlers(ErrShutdown) })
 	defer stopAfter()
 	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: make(chan *job, capacity),
-		stopping: ctx.Done()}
+		stopping: ctx.Done(), base: base}
 	units := make(chan []*job, capacity)
 	for _, u := range p.group(ds, engs, handlerCtx) {
 		units <- u

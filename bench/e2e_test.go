@@ -45,6 +45,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			ran := make(chan error, 1)
+			cost := readRedisCost(b, c)
 			b.ResetTimer()
 			go func() { ran <- w.Run(ctx) }()
 			for i := 0; i < b.N; i += 100 {
@@ -64,6 +65,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			cost.report(b, c, b.N)
 			cancel()
 			if err := <-ran; err != nil {
 				b.Fatal(err)
