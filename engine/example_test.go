@@ -69,11 +69,11 @@ func ExampleEngine_Wait() {
 	if err != nil {
 		panic(err)
 	}
-	go func() {
+	published := make(chan error, 1)
+	go func() { // a producer elsewhere
 		time.Sleep(50 * time.Millisecond)
-		if _, err := e.Publish(ctx, []engine.Message{{ID: "resize-1"}}); err != nil {
-			panic(err)
-		}
+		_, err := e.Publish(ctx, []engine.Message{{ID: "resize-1"}})
+		published <- err
 	}()
 	for {
 		ds, nextDue, err := e.FetchNext(ctx, "worker-1", 10, 30*time.Second)
@@ -93,6 +93,9 @@ func ExampleEngine_Wait() {
 			panic(err)
 		}
 		fmt.Println("woken:", woken)
+	}
+	if err := <-published; err != nil {
+		panic(err)
 	}
 	// Output:
 	// woken: true
