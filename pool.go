@@ -121,9 +121,10 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 	}
 }
 
-// fetch leases up to n tasks from eng. Acks queued for the acker by then (it is busy with an
-// earlier batch when acks pile up) go along: those of eng's shard in the same call (AckFetch, one
-// round trip and one script instead of two), those of other shards in their own calls first.
+// fetch leases up to n tasks from eng. Acks of eng's shard queued for the acker by then (it is
+// busy with an earlier batch when acks pile up) go along in the same call (AckFetch, one round trip
+// and one script instead of two). Acks of other shards go back to the acker, so a slow node of a
+// cluster never holds up this shard's fetch.
 func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.Delivery, time.Duration, error) {
 	w := p.w
 	var mine, others []*job
@@ -140,8 +141,16 @@ drain:
 			break drain
 		}
 	}
-	for oeng, js := range byShard(others) {
-		p.ack(p.base, oeng, js)
+	var full []*job // others that find the queue full again (acks piling up): acked here
+	for _, j := range others {
+		select {
+		case p.acks <- j:
+		default:
+			full = append(full, j)
+		}
+	}
+	if len(full) > 0 {
+		p.ackShards(p.base, full)
 	}
 	if len(mine) == 0 {
 		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
@@ -393,25 +402,30 @@ func (p *pool) ackLoop(base context.Context) error {
 				break drain
 			}
 		}
-		groups := byShard(batch)
-		if len(groups) == 1 {
-			for eng, group := range groups {
-				p.ack(base, eng, group)
-			}
-			continue
-		}
-		// The shards live on different nodes of a cluster: ack them at once.
-		var wg sync.WaitGroup
-		for eng, group := range groups {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.ack(base, eng, group)
-			}()
-		}
-		wg.Wait()
+		p.ackShards(base, batch)
 	}
 	return nil
+}
+
+// ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so
+// at once.
+func (p *pool) ackShards(base context.Context, batch []*job) {
+	groups := byShard(batch)
+	if len(groups) == 1 {
+		for eng, group := range groups {
+			p.ack(base, eng, group)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for eng, group := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.ack(base, eng, group)
+		}()
+	}
+	wg.Wait()
 }
 
 // ack acks jobs of one shard in one call and releases them.

@@ -316,3 +316,24 @@ func TestAckFetchServesTheReleasedPartition(t *testing.T) {
 		t.Fatalf("empty consumer: %v", err)
 	}
 }
+
+// TestAckFetchKeepsDueTimeWakeUps: the ack part of AckFetch releases an ordered partition whose next
+// task is delayed, earlier than anything scheduled; sleepers must be woken to wait for that time,
+// as a plain Ack wakes them, although the fetch part found nothing ready.
+func TestAckFetchKeepsDueTimeWakeUps(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	p := partition.Ordered("user")
+	b.publish(Message{ID: "1", Partition: p}, Message{ID: "2", Partition: p, Delay: time.Hour})
+	first := b.fetch("c", 1)
+	if err := b.client.Del(b.ctx, b.eng.Keys().Wake()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, ds, nextDue, err := b.eng.AckFetch(b.ctx, []Receipt{first[0].Receipt()}, "c", 2, time.Minute)
+	if err != nil || len(ds) != 0 || nextDue <= 0 {
+		t.Fatalf("AckFetch: %+v, next due %v, %v", ds, nextDue, err)
+	}
+	if n, err := b.client.LLen(b.ctx, b.eng.Keys().Wake()).Result(); err != nil || n != 1 {
+		t.Fatalf("%d wake-up tokens, %v; want 1 for the new earliest due time", n, err)
+	}
+}

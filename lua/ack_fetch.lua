@@ -21,10 +21,11 @@
 local now = now_ms()
 local n = tonumber(ARGV[4])
 local codes = ack_tasks(now, tonumber(ARGV[2]), 7, #ARGV)
-local ack_wakes = wakes -- sleepers to wake for the partitions the ack made ready
+local ack_ready_wakes = ready_wakes -- sleepers to wake for the partitions the ack made ready
 local out = fetch_tasks(now, ARGV[3], n, tonumber(ARGV[5]), tonumber(ARGV[6]))
 -- A fetch that took fewer tasks than it wanted left nothing ready: waking others for what the ack
--- released would only send them to find nothing. Wake-ups the fetch itself asked for stay.
-if #out - 3 < n then wakes = math.max(0, wakes - ack_wakes) end
+-- made ready would only send them to find nothing. Every other wake-up stays: those for an
+-- earlier due time (schedule, in either part) and those the fetch itself counted.
+if #out - 3 < n then wakes = math.max(0, wakes - ack_ready_wakes) end
 finish()
 return {codes, out}

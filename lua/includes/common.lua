@@ -314,8 +314,10 @@ local function pick(p, now, levels)
 end
 
 -- schedule puts p in sched at time e. Sleepers wait until the earliest due time they know of; one
--- that is now earlier wakes one of them to wait for the new time instead.
-local wakes = 0
+-- that is now earlier wakes one of them to wait for the new time instead. wakes counts the
+-- sleepers to wake (finish pushes that many tokens); ready_wakes the part of it that place counted
+-- for partitions made ready, which a fetch in the same script may serve itself (ack_fetch.lua).
+local wakes, ready_wakes = 0, 0
 local function schedule(p, e)
   local head = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
   if not head[2] or e < tonumber(head[2]) then wakes = wakes + 1 end
@@ -347,6 +349,7 @@ local function place(p, now, outside)
       if not outside then redis.call('ZREM', K_SCHED, p) end
       ready_push(p)
       wakes = wakes + 1
+      ready_wakes = ready_wakes + 1
     end
     return true
   end
