@@ -7,20 +7,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/internal/exampleredis"
 )
 
 // exampleRedis starts an embedded Redis for an example; real code passes its own client.
 func exampleRedis() (*redis.Client, func()) {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
+	c, stop, err := exampleredis.Embedded()
+	if err != nil {
 		panic(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return c, func() { _ = c.Close(); m.Close() }
+	return c, stop
 }
 
 type Event struct {

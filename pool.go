@@ -121,36 +121,23 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 	}
 }
 
-// fetch leases up to n tasks from eng. Acks of eng's shard queued for the acker by then (it is
-// busy with an earlier batch when acks pile up) go along in the same call (AckFetch, one round trip
-// and one script instead of two). Acks of other shards go back to the acker, so a slow node of a
-// cluster never holds up this shard's fetch.
+// fetch leases up to n tasks from eng. On a queue of one shard, the acks queued for the acker by
+// then (it is busy with an earlier batch when acks pile up) go along in the same call (AckFetch,
+// one round trip and one script instead of two). With several shards the queue holds other
+// shards' acks too, which would have to go back: the acker sends them all.
 func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.Delivery, time.Duration, error) {
 	w := p.w
-	var mine, others []*job
-drain:
-	for len(mine)+len(others) < maxAckBatch {
-		select {
-		case j := <-p.acks:
-			if j.eng == eng {
+	var mine []*job
+	if len(w.shards.engines) == 1 {
+	drain:
+		for len(mine) < maxAckBatch {
+			select {
+			case j := <-p.acks:
 				mine = append(mine, j)
-			} else {
-				others = append(others, j)
+			default:
+				break drain
 			}
-		default:
-			break drain
 		}
-	}
-	var full []*job // others that find the queue full again (acks piling up): acked here
-	for _, j := range others {
-		select {
-		case p.acks <- j:
-		default:
-			full = append(full, j)
-		}
-	}
-	if len(full) > 0 {
-		p.ackShards(p.base, full)
 	}
 	if len(mine) == 0 {
 		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
@@ -158,7 +145,7 @@ drain:
 	errs, ds, nextDue, err := eng.AckFetch(ctx, receipts(mine), w.consumer, n, w.cfg.Lease)
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// Run's context ended before the call went out: the acks must still be sent.
-		p.ack(p.base, eng, mine)
+		p.ack(eng, mine)
 		return nil, 0, err
 	}
 	p.acked(mine, errs, err)
@@ -386,7 +373,7 @@ const maxAckBatch = 256
 
 // ackLoop acks jobs in batches: it waits for one, takes whatever else is queued (up to
 // maxAckBatch) and acks them in one call. It ends when acks is closed and drained.
-func (p *pool) ackLoop(base context.Context) error {
+func (p *pool) ackLoop() error {
 	batch := make([]*job, 0, maxAckBatch)
 	for j := range p.acks {
 		batch = append(batch[:0], j)
@@ -402,18 +389,18 @@ func (p *pool) ackLoop(base context.Context) error {
 				break drain
 			}
 		}
-		p.ackShards(base, batch)
+		p.ackShards(batch)
 	}
 	return nil
 }
 
 // ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so
 // at once.
-func (p *pool) ackShards(base context.Context, batch []*job) {
+func (p *pool) ackShards(batch []*job) {
 	groups := byShard(batch)
 	if len(groups) == 1 {
 		for eng, group := range groups {
-			p.ack(base, eng, group)
+			p.ack(eng, group)
 		}
 		return
 	}
@@ -422,15 +409,15 @@ func (p *pool) ackShards(base context.Context, batch []*job) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.ack(base, eng, group)
+			p.ack(eng, group)
 		}()
 	}
 	wg.Wait()
 }
 
 // ack acks jobs of one shard in one call and releases them.
-func (p *pool) ack(base context.Context, eng *engine.Engine, js []*job) {
-	ctx, cancel := p.settleCtx(base)
+func (p *pool) ack(eng *engine.Engine, js []*job) {
+	ctx, cancel := p.settleCtx(p.base)
 	errs, err := eng.Ack(ctx, receipts(js))
 	cancel()
 	p.acked(js, errs, err)

@@ -269,10 +269,7 @@ func TestShardConfigErrors(t *testing.T) {
 // take the task at once instead of at the end of its wait. Then worker B runs the task.
 func TestBusyWorkerHandsOnWakeUps(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("counts blocked clients (INFO clients) of a real Redis")
-	}
+	srv := redistest.StartReal(t, "counts its blocked clients")
 	ctx := testCtx(t)
 	c := srv.Client(t)
 	q, err := srq.NewQueue[string](c, srq.QueueConfig{Name: "wake", Shards: 2})

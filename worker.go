@@ -170,7 +170,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	var loops errgroup.Group
-	loops.Go(func() error { return p.ackLoop(base) })
+	loops.Go(p.ackLoop)
 	loops.Go(func() error { return p.extendLoop(loopCtx) })
 	loops.Go(func() error { return p.recoverLoop(loopCtx) })
 	loops.Go(func() error {
@@ -233,7 +233,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	close(units)
 
 	var loops errgroup.Group
-	loops.Go(func() error { return p.ackLoop(base) })
+	loops.Go(p.ackLoop)
 	loops.Go(func() error { return p.extendLoop(loopCtx) })
 	var handlers errgroup.Group
 	for i := 0; i < w.cfg.Concurrency; i++ {

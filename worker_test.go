@@ -264,10 +264,7 @@ func TestLostLeaseCancelsHandler(t *testing.T) {
 // handler's context ends at the lease deadline, not later.
 func TestHandlerContextEndsWithTheLease(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("needs a redis-server process to stop")
-	}
+	srv := redistest.StartReal(t, "a process to stop")
 	ctx := testCtx(t)
 	c := srv.Client(t)
 	q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: "lease"})

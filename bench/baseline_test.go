@@ -90,44 +90,60 @@ func BenchmarkPublishBatch10(b *testing.B) { benchPublish(b, 10) }
 // BenchmarkPublishBatch100 publishes batches of 100 (ns per batch).
 func BenchmarkPublishBatch100(b *testing.B) { benchPublish(b, 100) }
 
-// consume runs fetch(prefetch) + ack until every task of the queue is done; ns per task.
-func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int) {
+// consume runs fetch(prefetch) + ack with consumers consumers until tasks tasks are done. Each
+// consumer acks its last batch and fetches the next: with ackFetch in one AckFetch call, else with
+// Ack and then Fetch, the baseline's two calls.
+func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int, ackFetch bool) {
 	b.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	left := tasks
+	left := tasks // not yet fetched by any consumer
+	claim := func(delta int) {
+		mu.Lock()
+		left -= delta
+		mu.Unlock()
+	}
 	errs := make(chan error, consumers)
 	for c := 0; c < consumers; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("bench-%d", c)
+			var rs []engine.Receipt // the last batch, to ack
 			for {
 				mu.Lock()
 				want := min(prefetch, left)
 				left -= want
 				mu.Unlock()
-				if want <= 0 {
-					return
+				var ds []engine.Delivery
+				var err error
+				switch {
+				case want <= 0:
+					if len(rs) > 0 {
+						_, err = e.Ack(ctx, rs)
+					}
+				case ackFetch:
+					_, ds, _, err = e.AckFetch(ctx, rs, name, want, time.Minute)
+				default:
+					if len(rs) > 0 {
+						_, err = e.Ack(ctx, rs)
+					}
+					if err == nil {
+						ds, err = e.Fetch(ctx, name, want, time.Minute)
+					}
 				}
-				ds, err := e.Fetch(ctx, name, want, time.Minute)
 				if err != nil {
 					errs <- err
 					return
 				}
-				if len(ds) < want {
-					mu.Lock()
-					left += want - len(ds)
-					mu.Unlock()
-				}
-				rs := make([]engine.Receipt, len(ds))
-				for i := range ds {
-					rs[i] = ds[i].Receipt()
-				}
-				if _, err := e.Ack(ctx, rs); err != nil {
-					errs <- err
+				if want <= 0 {
 					return
+				}
+				claim(len(ds) - want) // what this fetch did not find goes back
+				rs = rs[:0]
+				for i := range ds {
+					rs = append(rs, ds[i].Receipt())
 				}
 			}
 		}()
@@ -139,31 +155,32 @@ func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int) {
 	}
 }
 
-func benchConsume(b *testing.B, consumers, prefetch, parts int, ordered bool) {
+// benchConsume runs consume over 100 unordered partitions; ns per task.
+func benchConsume(b *testing.B, consumers, prefetch int, ackFetch bool) {
 	e := newEngine(b)
-	seed(b, e, b.N, parts, ordered)
+	seed(b, e, b.N, 100, false)
 	cost := readRedisCost(b, e.Client())
 	b.ResetTimer()
-	consume(b, e, consumers, prefetch, b.N)
+	consume(b, e, consumers, prefetch, b.N, ackFetch)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 	cost.report(b, e.Client(), b.N)
 }
 
 // BenchmarkConsume: one consumer, fetches of 10 (the worker's default concurrency), ns per task.
-func BenchmarkConsume(b *testing.B) { benchConsume(b, 1, 10, 100, false) }
+func BenchmarkConsume(b *testing.B) { benchConsume(b, 1, 10, false) }
 
 // BenchmarkConsumePrefetch: one consumer fetching 1 or 5 tasks per call.
 func BenchmarkConsumePrefetch(b *testing.B) {
 	for _, n := range []int{1, 5} {
-		b.Run(fmt.Sprintf("prefetch-%d", n), func(b *testing.B) { benchConsume(b, 1, n, 100, false) })
+		b.Run(fmt.Sprintf("prefetch-%d", n), func(b *testing.B) { benchConsume(b, 1, n, false) })
 	}
 }
 
 // BenchmarkConsumeParallel: 2 or 8 consumers fetching 5 each; wall time per task for the group.
 func BenchmarkConsumeParallel(b *testing.B) {
 	for _, n := range []int{2, 8} {
-		b.Run(fmt.Sprintf("consumers-%d", n), func(b *testing.B) { benchConsume(b, n, 5, 100, false) })
+		b.Run(fmt.Sprintf("consumers-%d", n), func(b *testing.B) { benchConsume(b, n, 5, false) })
 	}
 }
 
@@ -183,7 +200,7 @@ func BenchmarkConsumePartitions(b *testing.B) {
 					seed(b, e, total, parts, ordered)
 					cost := readRedisCost(b, e.Client())
 					b.ResetTimer()
-					consume(b, e, 8, 5, b.N)
+					consume(b, e, 8, 5, b.N, false)
 					b.StopTimer()
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 					cost.report(b, e.Client(), b.N)

@@ -110,10 +110,7 @@ func TestFetchWaitWakes(t *testing.T) {
 	for _, m := range []Message{{ID: "now"}, {ID: "soon", Delay: 200 * time.Millisecond}} {
 		t.Run(m.ID, func(t *testing.T) {
 			t.Parallel()
-			srv := redistest.Start(t)
-			if !srv.Real() {
-				t.Skip("counts blocked clients (INFO clients) of a real redis-server")
-			}
+			srv := redistest.StartReal(t, "counts its blocked clients")
 			c := srv.Client(t)
 			e, err := New(c, Config{Queue: "wake", MaxBlock: 30 * time.Second})
 			if err != nil {

@@ -13,14 +13,16 @@ import (
 func TestIndexesAreSkiplists(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		msgs []Message
+		name        string
+		msgs        []Message
+		rejectFirst bool // fetch everything, then reject it: the reject recreates the indexes
 	}{
-		{"one task", []Message{{Partition: "a"}}},
-		{"a batch over several partitions", []Message{{Partition: "a"}, {Partition: "b"}, {Partition: partition.Ordered("c")}}},
+		{"one task", []Message{{Partition: "a"}}, false},
+		{"a task rejected back into an empty queue", []Message{{Partition: "a"}}, true},
+		{"a batch over several partitions", []Message{{Partition: "a"}, {Partition: "b"}, {Partition: partition.Ordered("c")}}, false},
 		// A partition key as long as the conversion member, of the character a first version used:
 		// the conversion must not take it out of the indexes.
-		{"a partition like the conversion member", []Message{{Partition: partition.Key(strings.Repeat("~", 200))}, {Partition: "y"}}},
+		{"a partition like the conversion member", []Message{{Partition: partition.Key(strings.Repeat("~", 200))}, {Partition: "y"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -30,6 +32,18 @@ func TestIndexesAreSkiplists(t *testing.T) {
 			}
 			b.publish(tc.msgs...)
 			k := b.eng.Keys()
+			if tc.rejectFirst {
+				var rs []Rejection
+				for _, d := range b.fetch("c", len(tc.msgs)) {
+					rs = append(rs, Rejection{Receipt: d.Receipt(), NotAttempt: true})
+				}
+				if n, err := b.client.Exists(b.ctx, k.Depth(), k.Heads()).Result(); err != nil || n != 0 {
+					t.Fatalf("the indexes outlived the last pending task: %d, %v", n, err)
+				}
+				if _, err := b.eng.Reject(b.ctx, rs); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, key := range []string{k.Ready(), k.Depth(), k.Heads()} {
 				enc, err := b.client.ObjectEncoding(b.ctx, key).Result()
 				if err != nil || enc != "skiplist" {

@@ -5,32 +5,30 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/exampleredis"
 	"github.com/srqueue/srq/partition"
 )
 
-// exampleRedis starts an embedded Redis for an example; real code passes its own client.
-func exampleRedis() (*redis.Client, func()) {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
+// exampleEngine starts an embedded Redis and an engine of queue on it, for an example; real code
+// passes its own client.
+func exampleEngine(queue string) (*engine.Engine, func()) {
+	client, stop, err := exampleredis.Embedded()
+	if err != nil {
 		panic(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return c, func() { _ = c.Close(); m.Close() }
+	e, err := engine.New(client, engine.Config{Queue: queue})
+	if err != nil {
+		panic(err)
+	}
+	return e, stop
 }
 
 // Publish to an ordered partition, lease the tasks and ack them with their fencing tokens.
 func ExampleEngine() {
-	client, done := exampleRedis()
+	e, done := exampleEngine("orders")
 	defer done()
 	ctx := context.Background()
-	e, err := engine.New(client, engine.Config{Queue: "orders"})
-	if err != nil {
-		panic(err)
-	}
 	order := partition.Ordered("order-42")
 	if _, err := e.Publish(ctx, []engine.Message{
 		{ID: "created", Partition: order, Payload: []byte("v1")},
@@ -62,13 +60,9 @@ func ExampleEngine() {
 // publish instead of polling. A consumer that is woken but cannot take work now hands the
 // wake-up on with Wake, so another sleeper fetches it.
 func ExampleEngine_Wait() {
-	client, done := exampleRedis()
+	e, done := exampleEngine("jobs")
 	defer done()
 	ctx := context.Background()
-	e, err := engine.New(client, engine.Config{Queue: "jobs"})
-	if err != nil {
-		panic(err)
-	}
 	published := make(chan error, 1)
 	go func() { // a producer elsewhere
 		time.Sleep(50 * time.Millisecond)
@@ -105,13 +99,9 @@ func ExampleEngine_Wait() {
 // A consumer woken while it has no room for work hands the wake-up on, so another consumer
 // blocked in Wait (here, the second call) takes the work at once.
 func ExampleEngine_Wake() {
-	client, done := exampleRedis()
+	e, done := exampleEngine("jobs")
 	defer done()
 	ctx := context.Background()
-	e, err := engine.New(client, engine.Config{Queue: "jobs"})
-	if err != nil {
-		panic(err)
-	}
 	if _, err := e.Publish(ctx, []engine.Message{{ID: "a"}}); err != nil {
 		panic(err)
 	}
@@ -131,13 +121,9 @@ func ExampleEngine_Wake() {
 // A consumer's steady state in one round trip per batch: ack what it finished and lease the next
 // tasks in the same call. The ordered partition released by the ack is served at once.
 func ExampleEngine_AckFetch() {
-	client, done := exampleRedis()
+	e, done := exampleEngine("accounts")
 	defer done()
 	ctx := context.Background()
-	e, err := engine.New(client, engine.Config{Queue: "accounts"})
-	if err != nil {
-		panic(err)
-	}
 	acct := partition.Ordered("acct-7")
 	if _, err := e.Publish(ctx, []engine.Message{{ID: "debit"}, {ID: "credit"}, {ID: "close"}}); err != nil {
 		panic(err)

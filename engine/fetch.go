@@ -228,11 +228,7 @@ func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, 0, err
 	}
-	args := make([]any, 0, 5+2*len(rs))
-	args = append(args, e.cfg.DedupWindow.Milliseconds(), consumer, n, lease.Milliseconds(), run)
-	for _, r := range rs {
-		args = append(args, r.ID, r.Token.String())
-	}
+	args := appendReceipts([]any{e.cfg.DedupWindow.Milliseconds(), consumer, n, lease.Milliseconds(), run}, rs)
 	sent := time.Now()
 	// Not cut off by ctx once sent, as fetch is not.
 	res, err := e.run(context.WithoutCancel(ctx), scriptAckFetch, args...)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -14,12 +15,16 @@ func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 1+2*len(rs))
-	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	return e.runCodes(ctx, scriptAck, len(rs), appendReceipts([]any{e.cfg.DedupWindow.Milliseconds()}, rs))
+}
+
+// appendReceipts appends the script arguments of rs to args: id and token of each.
+func appendReceipts(args []any, rs []Receipt) []any {
+	args = slices.Grow(args, 2*len(rs))
 	for _, r := range rs {
 		args = append(args, r.ID, r.Token.String())
 	}
-	return e.runCodes(ctx, scriptAck, len(rs), args)
+	return args
 }
 
 // Rejection returns one delivery to pending.
@@ -91,11 +96,7 @@ func (e *Engine) Extend(ctx context.Context, rs []Receipt, lease time.Duration) 
 	if len(rs) == 0 {
 		return nil, time.Time{}, nil
 	}
-	args := make([]any, 0, 1+2*len(rs))
-	args = append(args, lease.Milliseconds())
-	for _, r := range rs {
-		args = append(args, r.ID, r.Token.String())
-	}
+	args := appendReceipts([]any{lease.Milliseconds()}, rs)
 	sent := time.Now()
 	res, err := e.run(ctx, scriptExtend, args...)
 	if err != nil {

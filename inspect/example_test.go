@@ -4,23 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/inspect"
+	"github.com/srqueue/srq/internal/exampleredis"
 	"github.com/srqueue/srq/partition"
 )
 
 // Look at a queue as an operator: its sizes, its deepest partitions, and pause the deepest one.
 func ExampleInspector() {
-	m := miniredis.NewMiniRedis() // a real Redis in production
-	if err := m.Start(); err != nil {
+	client, stop, err := exampleredis.Embedded() // a real Redis in production
+	if err != nil {
 		panic(err)
 	}
-	defer m.Close()
-	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer client.Close()
+	defer stop()
 	ctx := context.Background()
 
 	q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: "emails"})

@@ -81,10 +81,7 @@ func TestMillionPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("needs a real redis-server")
-	}
+	srv := redistest.StartReal(t, "Redis time from its SLOWLOG")
 	b := setupOn(t, srv.Client(t), 1)
 	base := b.shards[0].Keys().Base()
 	now := time.Now().UnixMilli()

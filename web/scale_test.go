@@ -26,10 +26,7 @@ func TestPagesAtAMillionPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds a million partitions")
 	}
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("measures Redis time with SLOWLOG of a real redis-server")
-	}
+	srv := redistest.StartReal(t, "Redis time from its SLOWLOG")
 	c := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -20,10 +20,20 @@ func Connect() (c redis.UniversalClient, where string, stop func(), err error) {
 		rc := redis.NewClient(opt)
 		return rc, url, func() { _ = rc.Close() }, nil
 	}
-	m, err := miniredis.Run()
+	rc, stop, err := Embedded()
 	if err != nil {
 		return nil, "", nil, err
 	}
+	return rc, "embedded (set REDIS_URL to use a real server)", stop, nil
+}
+
+// Embedded starts an embedded Redis of its own, for a runnable example whose printed output must
+// not depend on what a shared server holds, and returns a client of it; stop closes both.
+func Embedded() (c *redis.Client, stop func(), err error) {
+	m, err := miniredis.Run()
+	if err != nil {
+		return nil, nil, err
+	}
 	rc := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return rc, "embedded (set REDIS_URL to use a real server)", func() { _ = rc.Close(); m.Close() }, nil
+	return rc, func() { _ = rc.Close(); m.Close() }, nil
 }

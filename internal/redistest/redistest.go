@@ -195,6 +195,17 @@ func Start(tb testing.TB, args ...string) *Server {
 	return s
 }
 
+// StartReal is Start for a test that needs a redis-server process (its statistics, its blocked
+// clients, a process to stop): on the embedded fallback it skips tb, saying why it needs one.
+func StartReal(tb testing.TB, why string, args ...string) *Server {
+	tb.Helper()
+	s := Start(tb, args...)
+	if !s.Real() {
+		tb.Skip("needs a real redis-server: " + why)
+	}
+	return s
+}
+
 var shared struct {
 	sync.Mutex
 	s   *Server

@@ -143,8 +143,15 @@ local function next_seq()
   return string.format('%05d%015d', seq_hi, seq_lo)
 end
 
+-- stat adds n to a counter of the stats hash. A pending count that grows from 0 tells, for free,
+-- that the queue had no pending task, so the partition indexes depth and heads do not exist and
+-- this script's index_flush creates them (indexes_new).
+local indexes_new = false
 local function stat(field, n)
-  if n ~= 0 then redis.call('HINCRBY', K_STATS, field, int(n)) end
+  if n ~= 0 then
+    local v = redis.call('HINCRBY', K_STATS, field, int(n))
+    if n > 0 and v == n and field == 'pending' then indexes_new = true end
+  end
 end
 
 -- A new sorted set starts in the listpack encoding, where every update of a member scans the whole
@@ -409,25 +416,18 @@ local function index_flush()
   local n = #ix_parts
   if n == 0 then return end
   local counts = {}
-  -- created: this script created depth (and so heads, which has the same members); known when
-  -- every partition written to depth is new to it and they are all it holds.
-  local created = false
   if n == 1 then
     local p = ix_parts[1]
     if ix_delta[p] == 0 then
       counts[1] = tonumber(redis.call('ZSCORE', K_DEPTH, p)) or 0
     else
       counts[1] = tonumber(redis.call('ZINCRBY', K_DEPTH, int(ix_delta[p]), p))
-      created = counts[1] == ix_delta[p] and redis.call('ZCARD', K_DEPTH) == 1
     end
   else
-    local cur, fresh = {}, true
+    local cur = {}
     for i = 1, n, 1000 do
       local part = redis.call('ZMSCORE', K_DEPTH, unpack(ix_parts, i, math.min(i + 999, n)))
-      for j = 1, #part do
-        cur[#cur + 1] = part[j]
-        if part[j] then fresh = false end
-      end
+      for j = 1, #part do cur[#cur + 1] = part[j] end
     end
     local set = {}
     for i = 1, n do
@@ -436,10 +436,7 @@ local function index_flush()
       counts[i] = c
       if c > 0 and ix_delta[p] ~= 0 then set[#set + 1] = int(c); set[#set + 1] = p end
     end
-    if #set > 0 then
-      bulk('ZADD', K_DEPTH, nil, set)
-      created = fresh and redis.call('ZCARD', K_DEPTH) == #set / 2
-    end
+    if #set > 0 then bulk('ZADD', K_DEPTH, nil, set) end
   end
   local gone, exact, low = {}, {}, {}
   for i = 1, n do
@@ -462,7 +459,7 @@ local function index_flush()
   end
   if #exact > 0 then bulk('ZADD', K_HEADS, nil, exact) end
   if #low > 0 then bulk('ZADD', K_HEADS, 'LT', low) end
-  if created then
+  if indexes_new then -- depth and heads (same members) were created just now
     to_skiplist(K_DEPTH)
     to_skiplist(K_HEADS)
   end
@@ -499,7 +496,8 @@ local function finish()
   if wakes > 0 then
     local tokens = {}
     for i = 1, math.min(wakes, 32) do tokens[i] = '1' end
-    -- LPUSH returns the length: trim only when over the cap, which sleepers popping keep rare.
-    if redis.call('LPUSH', K_WAKE, unpack(tokens)) > 64 then redis.call('LTRIM', K_WAKE, 0, 63) end
+    -- LPUSH returns the length: trim only when over 64, and then to 32 (no call wakes more than
+    -- 32), so while no one sleeps to pop them a busy queue trims once per 32 tokens, not per call.
+    if redis.call('LPUSH', K_WAKE, unpack(tokens)) > 64 then redis.call('LTRIM', K_WAKE, 0, 31) end
   end
 end
