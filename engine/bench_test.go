@@ -18,7 +18,11 @@ package engine
 //
 // All are server-wide: on a server other clients use (a shared REDIS_URL) their commands count
 // too. A redis-server the harness starts is used by this test binary alone. Compare 10 with
-// 100,000 partitions within one run, and prefer redis-cpu-µs on a noisy machine.
+// 100,000 partitions within one run, and prefer redis-cpu-µs on a noisy machine. On a machine whose
+// speed drifts between the two (a shared VM), BenchmarkFetchAckInterleaved serves both queues in
+// alternating blocks and reports their ratio:
+//
+//	go test ./engine -run XXX -bench FetchAckInterleaved -benchtime 20000x -count 5
 
 import (
 	"context"
@@ -473,4 +477,128 @@ func TestFetchCostIndependentOfPartitions(t *testing.T) {
 	if c := costs[benchBigPartCnt].empty; c >= 1000 {
 		t.Errorf("an empty fetch over %d delayed partitions costs %.1f µs of Redis time, want under 1000", benchBigPartCnt, c)
 	}
+}
+
+// BenchmarkFetchAckInterleaved measures what BenchmarkFetchAck does, 10 against 100,000
+// partitions, with both queues on one server and served in alternating blocks of fetchAckBlock
+// fetches each. On a machine whose speed drifts (a shared VM: runs of the same benchmark a minute
+// apart differ by up to 40%), both sides see the same machine, so their ratio, reported as
+// ratio (tasks/s with 100,000 partitions ÷ tasks/s with 10) and cpu-ratio (Redis CPU per task
+// with 10 ÷ with 100,000), holds still where the figures of separate runs do not. One op is a
+// fetch of 10 tasks and its ack on each queue.
+func BenchmarkFetchAckInterleaved(b *testing.B) {
+	for _, mode := range []struct {
+		name    string
+		ordered bool
+	}{{"unordered", false}, {"ordered", true}} {
+		var small, big *benchQueue
+		b.Run(mode.name, func(b *testing.B) {
+			if small == nil {
+				small = newBenchQueue(b, redistest.Queue(b)+"-10", Config{}, 10, mode.ordered)
+				big = newBenchQueue(b, redistest.Queue(b)+"-big", Config{}, benchBigPartCnt, mode.ordered)
+			}
+			sides := []*fetchAckSide{{q: small}, {q: big}}
+			for _, s := range sides {
+				s.prepare(b, b.N)
+			}
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(fetchAckBlock, b.N-done)
+				for _, s := range sides {
+					s.run(b, n)
+				}
+				done += n
+			}
+			b.StopTimer()
+			for _, s := range sides {
+				s.verify(b)
+				if testing.Verbose() && b.N > 1 {
+					b.Logf("%d partitions: commands per task:%s", s.q.count, s.redis.breakdown(s.tasks))
+				}
+			}
+			b.ReportMetric(small.rate(sides[0]), "tasks/s-10")
+			b.ReportMetric(big.rate(sides[1]), "tasks/s-100k")
+			b.ReportMetric(sides[0].cpuPerTask(), "redis-cpu-µs/task-10")
+			b.ReportMetric(sides[1].cpuPerTask(), "redis-cpu-µs/task-100k")
+			b.ReportMetric(big.rate(sides[1])/small.rate(sides[0]), "ratio")
+			b.ReportMetric(sides[0].cpuPerTask()/sides[1].cpuPerTask(), "cpu-ratio")
+		})
+		for _, q := range []*benchQueue{small, big} {
+			if q != nil {
+				q.close(b)
+			}
+		}
+	}
+}
+
+// fetchAckBlock is the number of fetches BenchmarkFetchAckInterleaved runs on one queue before it
+// turns to the other: 2,500 tasks, some 150 ms here.
+const fetchAckBlock = 250
+
+// fetchAckSide is one queue of BenchmarkFetchAckInterleaved and what was measured on it.
+type fetchAckSide struct {
+	q       *benchQueue
+	round   int           // tasks per partition a top-up brings each partition to
+	elapsed time.Duration // wall time of the fetches and acks
+	redis   cmdStats      // what Redis spent during them
+	tasks   int
+}
+
+// margin is the fewest tasks every partition keeps, so that a fetch serving 10 partitions once
+// each leaves all of them ready.
+const fetchAckMargin = 2
+
+// prepare seeds the queue for ops fetches as benchFetchAck does: the same number of tasks on
+// each side, whatever its number of partitions.
+func (s *fetchAckSide) prepare(b *testing.B, ops int) {
+	b.Helper()
+	parts := s.q.count
+	total := benchFetchN*ops + fetchAckMargin*benchBigPartCnt
+	need := (total + parts - 1) / parts
+	perBlock := (benchFetchN*fetchAckBlock + parts - 1) / parts
+	s.round = min(need, max(benchSeedCap/parts, fetchAckMargin+perBlock+1))
+	s.q.topUp(b, s.round)
+}
+
+// run runs n fetches and acks, topping the queue up first (untimed) when a partition could run
+// short during them.
+func (s *fetchAckSide) run(b *testing.B, n int) {
+	b.Helper()
+	q := s.q
+	if q.minLeft()-(benchFetchN*n+q.count-1)/q.count < fetchAckMargin {
+		b.StopTimer()
+		q.topUp(b, s.round)
+		b.StartTimer()
+	}
+	before := readCmdStats(q.ctx, b, q.client)
+	start := time.Now()
+	for range n {
+		if got := q.fetchAck(b); got != benchFetchN {
+			b.Fatalf("%d partitions: fetch leased %d tasks, want %d", q.count, got, benchFetchN)
+		}
+	}
+	s.elapsed += time.Since(start)
+	if s.redis == nil {
+		s.redis = cmdStats{}
+	}
+	s.redis.merge(readCmdStats(q.ctx, b, q.client).since(before))
+	s.tasks += benchFetchN * n
+}
+
+// verify checks that every partition stayed ready throughout, as the figures assume.
+func (s *fetchAckSide) verify(b *testing.B) {
+	b.Helper()
+	q := s.q
+	if n, err := q.client.ZCard(q.ctx, q.eng.Keys().Ready()).Result(); err != nil || n != int64(q.count) {
+		b.Fatalf("ready holds %d partitions (%v), want all %d", n, err, q.count)
+	}
+}
+
+func (s *fetchAckSide) cpuPerTask() float64 {
+	return float64(s.redis[cpuStat].usec) / float64(max(s.tasks, 1))
+}
+
+// rate is the side's tasks per second of wall time.
+func (q *benchQueue) rate(s *fetchAckSide) float64 {
+	return float64(s.tasks) / s.elapsed.Seconds()
 }

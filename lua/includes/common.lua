@@ -336,9 +336,11 @@ end
 -- that changes a partition places it (fetch and publish with shortcuts for what they already
 -- know). outside says p is known to be in neither index, as a held partition whose last lease just
 -- ended is, which spares the look-ups of ready and sched. Counts the partitions that became ready,
--- for wake-ups, and returns whether p is in ready now.
+-- for wake-ups, and returns whether p is in ready now. Only a place that reads or removes members
+-- of ready flushes it first: an ack that releases 10 held partitions (outside) sends their 10
+-- pushes as one ZADD, not one each.
 local function place(p, now, outside)
-  ready_flush()
+  if not outside then ready_flush() end
   local paused, limit, blocked = meta(p)
   local e
   if not paused and not is_held(p, limit) then e = earliest(p) end
