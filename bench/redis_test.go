@@ -26,6 +26,8 @@ type redisCost struct {
 	innerCalls int64               // every other command but INFO: what the scripts ran
 	cpuUsec    int64               // CPU time of the server's main thread, user + sys
 	byCmd      map[string][2]int64 // calls and usec by command name
+	clientCPU  time.Duration       // CPU time of this process: the benchmark and its Redis client
+	clientOK   bool                // clientCPU could be read
 }
 
 // readRedisCost reads c's INFO commandstats and INFO cpu.
@@ -36,6 +38,7 @@ func readRedisCost(tb testing.TB, c redis.UniversalClient) redisCost {
 		tb.Fatalf("info: %v", err)
 	}
 	r := redisCost{byCmd: map[string][2]int64{}, cpuUsec: redistest.MainThreadCPU(info)}
+	r.clientCPU, r.clientOK = processCPU()
 	for cmd, st := range redistest.ParseCommandStats(info) {
 		r.byCmd[cmd] = [2]int64{st.Calls, st.Usec}
 		switch {
@@ -52,11 +55,16 @@ func readRedisCost(tb testing.TB, c redis.UniversalClient) redisCost {
 
 // report adds, per task, the Redis cost since start to b's metrics: redis-µs/task (script time),
 // redis-cpu-µs/task (the server's main thread), redis-calls/task (commands the scripts ran) and
-// evals/task (script calls, that is round trips).
+// evals/task (script calls, that is round trips); and client-cpu-µs/task, the CPU time of this
+// process (the benchmark's loop, srq and go-redis; on a machine whose few cores the client and
+// the server share, the two CPU figures together bound the throughput).
 func (start redisCost) report(b *testing.B, c redis.UniversalClient, tasks int) {
 	b.Helper()
 	end := readRedisCost(b, c)
 	n := float64(max(tasks, 1))
+	if start.clientOK && end.clientOK {
+		b.ReportMetric(float64((end.clientCPU-start.clientCPU).Microseconds())/n, "client-cpu-µs/task")
+	}
 	b.ReportMetric(float64(end.scriptUsec-start.scriptUsec)/n, "redis-µs/task")
 	b.ReportMetric(float64(end.cpuUsec-start.cpuUsec)/n, "redis-cpu-µs/task")
 	b.ReportMetric(float64(end.innerCalls-start.innerCalls)/n, "redis-calls/task")
