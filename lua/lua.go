@@ -4,8 +4,9 @@
 //
 //	-- @include name
 //
-// is replaced by the text of includes/name.lua, so helpers are written once. The engine package
-// loads the expanded scripts; this package is not a stable API.
+// is replaced by the text of includes/name.lua, so helpers are written once, less the helpers the
+// script cannot reach (shake.go): each one kept costs every call of the script a closure. The
+// engine package loads the expanded scripts; this package is not a stable API.
 package lua
 
 import (
@@ -38,28 +39,37 @@ func Names() []string {
 	return names
 }
 
-// Source returns the script called name with its includes expanded. It fails when the script or
-// one of its includes does not exist, or when an include includes another.
+// Source returns the script called name with its includes expanded, each include without the
+// helpers (top-level "local function"s) that the script cannot reach (shake.go). It fails when the
+// script or one of its includes does not exist, or when an include includes another.
 func Source(name string) (string, error) {
 	raw, err := files.ReadFile(name + ".lua")
 	if err != nil {
 		return "", fmt.Errorf("lua: no script %q: %w", name, err)
 	}
-	var expandErr error
-	src := includeLine.ReplaceAllStringFunc(string(raw), func(line string) string {
-		inc := includeLine.FindStringSubmatch(line)[1]
-		body, err := files.ReadFile(path.Join("includes", inc+".lua"))
+	script := string(raw)
+	// The includes, cut into chunks, by the position of their include line in the script.
+	var includes [][]chunk
+	for _, m := range includeLine.FindAllStringSubmatch(script, -1) {
+		body, err := files.ReadFile(path.Join("includes", m[1]+".lua"))
 		if err != nil {
-			expandErr = fmt.Errorf("lua: script %q includes %q: %w", name, inc, err)
-			return line
+			return "", fmt.Errorf("lua: script %q includes %q: %w", name, m[1], err)
 		}
 		if includeLine.Match(body) {
-			expandErr = fmt.Errorf("lua: include %q includes another; includes must be flat", inc)
+			return "", fmt.Errorf("lua: include %q includes another; includes must be flat", m[1])
 		}
-		return string(body)
-	})
-	if expandErr != nil {
-		return "", expandErr
+		includes = append(includes, splitHelpers(string(body)))
 	}
-	return src, nil
+	keep := shake(includeLine.ReplaceAllString(script, ""), includes)
+	i := 0
+	return includeLine.ReplaceAllStringFunc(script, func(string) string {
+		var b strings.Builder
+		for _, c := range includes[i] {
+			if c.name == "" || keep[c.name] {
+				b.WriteString(c.text)
+			}
+		}
+		i++
+		return b.String()
+	}), nil
 }

@@ -161,11 +161,12 @@ end
 -- skiplist, which Redis keeps until the key is deleted; only the script that creates the key pays
 -- the 2 calls of to_skiplist.
 -- The member is 200 bytes of 0xFF: invalid UTF-8, so no partition key (partition.Validate) can
--- be it, and the ZREM can never take out a real member.
-local SKIPLIST_MEMBER = string.rep('\255', 200)
+-- be it, and the ZREM can never take out a real member. It is made here, not once per script:
+-- string.rep at the top level cost every script call about 0.9 µs.
 local function to_skiplist(key)
-  redis.call('ZADD', key, 0, SKIPLIST_MEMBER)
-  redis.call('ZREM', key, SKIPLIST_MEMBER)
+  local member = string.rep('\255', 200)
+  redis.call('ZADD', key, 0, member)
+  redis.call('ZREM', key, member)
 end
 
 -- ready_push appends p to the round-robin order, behind every partition already waiting; for a p

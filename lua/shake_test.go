@@ -1,0 +1,121 @@
+package lua
+
+import (
+	"path"
+	"strings"
+	"testing"
+)
+
+// TestSplitHelpersKeepsEveryLine checks that cutting an include into chunks loses and reorders
+// nothing, and that every "local function" at column 0 starts a helper chunk.
+func TestSplitHelpersKeepsEveryLine(t *testing.T) {
+	t.Parallel()
+	entries, err := files.ReadDir("includes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		body, err := files.ReadFile(path.Join("includes", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks := splitHelpers(string(body))
+		var joined strings.Builder
+		helpers := 0
+		for _, c := range chunks {
+			joined.WriteString(c.text)
+			if c.name != "" {
+				helpers++
+				if !strings.Contains(c.text, "local function "+c.name+"(") {
+					t.Errorf("%s: chunk %q does not hold its definition", e.Name(), c.name)
+				}
+			}
+		}
+		if joined.String() != string(body) {
+			t.Errorf("%s: the chunks do not add up to the include", e.Name())
+		}
+		if want := strings.Count("\n"+string(body), "\nlocal function "); helpers != want {
+			t.Errorf("%s: %d helper chunks, want %d", e.Name(), helpers, want)
+		}
+	}
+}
+
+// TestShakenScriptsCallOnlyKeptHelpers checks every script: no helper that was left out is named
+// anywhere in what was kept, so none can be called (Redis would fail the call at run time with
+// "attempted to access nonexistent global variable", on whatever rare path made it).
+func TestShakenScriptsCallOnlyKeptHelpers(t *testing.T) {
+	t.Parallel()
+	var all []string // every helper of every include
+	entries, err := files.ReadDir("includes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		body, err := files.ReadFile(path.Join("includes", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range splitHelpers(string(body)) {
+			if c.name != "" {
+				all = append(all, c.name)
+			}
+		}
+	}
+	for _, name := range Names() {
+		src, err := Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		present := map[string]bool{}
+		words(present, src)
+		kept := 0
+		for _, h := range all {
+			defined := strings.Contains(src, "\nlocal function "+h+"(")
+			if defined {
+				kept++
+			}
+			if present[h] && !defined {
+				t.Errorf("%s: names helper %s, which was left out", name, h)
+			}
+		}
+		t.Logf("%-16s keeps %2d of %d helpers", name, kept, len(all))
+	}
+}
+
+func TestStripComments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"a() -- b()\nc()", "a() \nc()"},
+		{"x = '--' .. y() -- z()", "x = '--' .. y() "},
+		{`x = "it\"s -- not" .. f() -- g()`, `x = "it\"s -- not" .. f() `},
+		{"x = 'a\\'' -- q\nr()", "x = 'a\\'' \nr()"},
+		{"-- all\n-- of it", "\n"},
+		{"n = a - -b", "n = a - -b"},
+	} {
+		if got := stripComments(tc.in); got != tc.want {
+			t.Errorf("stripComments(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestShakeFollowsCalls checks the fixed point on a small include: a helper called only by a kept
+// helper is kept, one named only in a comment or by nothing is not.
+func TestShakeFollowsCalls(t *testing.T) {
+	t.Parallel()
+	inc := splitHelpers(`local state = 0
+-- a calls b
+local function a() return b() end
+local function b()
+  return 1
+end
+-- c is named only here, and by d
+local function c() return 2 end
+local function d() return c() end
+`)
+	keep := shake("return a() -- not d()\n", [][]chunk{inc})
+	for name, want := range map[string]bool{"a": true, "b": true, "c": false, "d": false} {
+		if keep[name] != want {
+			t.Errorf("keep[%s] = %v, want %v", name, keep[name], want)
+		}
+	}
+}
