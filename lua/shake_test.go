@@ -10,34 +10,43 @@ import (
 // nothing, and that every "local function" at column 0 starts a helper chunk.
 func TestSplitHelpersKeepsEveryLine(t *testing.T) {
 	t.Parallel()
+	for file, body := range includeFiles(t) {
+		var joined strings.Builder
+		helpers := 0
+		for _, c := range splitHelpers(body) {
+			joined.WriteString(c.text)
+			if c.name != "" {
+				helpers++
+				if !strings.Contains(c.text, "local function "+c.name+"(") {
+					t.Errorf("%s: chunk %q does not hold its definition", file, c.name)
+				}
+			}
+		}
+		if joined.String() != body {
+			t.Errorf("%s: the chunks do not add up to the include", file)
+		}
+		if want := strings.Count("\n"+body, "\nlocal function "); helpers != want {
+			t.Errorf("%s: %d helper chunks, want %d", file, helpers, want)
+		}
+	}
+}
+
+// includeFiles returns the text of every include by file name.
+func includeFiles(t *testing.T) map[string]string {
+	t.Helper()
 	entries, err := files.ReadDir("includes")
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]string{}
 	for _, e := range entries {
 		body, err := files.ReadFile(path.Join("includes", e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks := splitHelpers(string(body))
-		var joined strings.Builder
-		helpers := 0
-		for _, c := range chunks {
-			joined.WriteString(c.text)
-			if c.name != "" {
-				helpers++
-				if !strings.Contains(c.text, "local function "+c.name+"(") {
-					t.Errorf("%s: chunk %q does not hold its definition", e.Name(), c.name)
-				}
-			}
-		}
-		if joined.String() != string(body) {
-			t.Errorf("%s: the chunks do not add up to the include", e.Name())
-		}
-		if want := strings.Count("\n"+string(body), "\nlocal function "); helpers != want {
-			t.Errorf("%s: %d helper chunks, want %d", e.Name(), helpers, want)
-		}
+		out[e.Name()] = string(body)
 	}
+	return out
 }
 
 // TestShakenScriptsCallOnlyKeptHelpers checks every script: no helper that was left out is named
@@ -46,16 +55,8 @@ func TestSplitHelpersKeepsEveryLine(t *testing.T) {
 func TestShakenScriptsCallOnlyKeptHelpers(t *testing.T) {
 	t.Parallel()
 	var all []string // every helper of every include
-	entries, err := files.ReadDir("includes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		body, err := files.ReadFile(path.Join("includes", e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range splitHelpers(string(body)) {
+	for _, body := range includeFiles(t) {
+		for _, c := range splitHelpers(body) {
 			if c.name != "" {
 				all = append(all, c.name)
 			}
