@@ -66,7 +66,7 @@ func benchPublish(b *testing.B, batch int) {
 	for i := range parts {
 		parts[i] = partition.Key(strconv.Itoa(i))
 	}
-	cost := readRedisCost(b, e.Client())
+	cost := startCost(b, e.Client())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for j := range msgs {
@@ -159,7 +159,7 @@ func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int, ack
 func benchConsume(b *testing.B, consumers, prefetch int, ackFetch bool) {
 	e := newEngine(b)
 	seed(b, e, b.N, 100, false)
-	cost := readRedisCost(b, e.Client())
+	cost := startCost(b, e.Client())
 	b.ResetTimer()
 	consume(b, e, consumers, prefetch, b.N, ackFetch)
 	b.StopTimer()
@@ -198,7 +198,7 @@ func BenchmarkConsumePartitions(b *testing.B) {
 					e := newEngine(b)
 					total := max(b.N, parts)
 					seed(b, e, total, parts, ordered)
-					cost := readRedisCost(b, e.Client())
+					cost := startCost(b, e.Client())
 					b.ResetTimer()
 					consume(b, e, 8, 5, b.N, false)
 					b.StopTimer()

@@ -45,7 +45,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			ran := make(chan error, 1)
-			cost := readRedisCost(b, c)
+			cost := startCost(b, c)
 			b.ResetTimer()
 			go func() { ran <- w.Run(ctx) }()
 			for i := 0; i < b.N; i += 100 {

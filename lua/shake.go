@@ -10,13 +10,19 @@ import (
 // 10 µs per call, more than many scripts' own work (docs/benchmarks.md §6). So a script keeps only
 // the helpers it can reach: its own code, the includes' other top-level statements, and, to a fixed
 // point, every helper whose name occurs as a word in what is kept. The scan is textual, so it can
-// only keep too much (a name in a comment or a string), never too little.
+// only keep too much (a name in a comment or a string), never too little; where it could misread
+// the code (a long bracket, "[[" or "[=[", which stripComments does not parse) it keeps every
+// helper.
 
 var (
 	// helperStart opens a top-level helper: "local function name(".
 	helperStart = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
 	// luaWord is an identifier; every use of a helper is one.
 	luaWord = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	// helperEnd closes a helper: "end" at column 0, nothing after it but blanks or a comment.
+	helperEnd = regexp.MustCompile(`^end\s*(--.*)?$`)
+	// longBracket opens a long string or comment.
+	longBracket = regexp.MustCompile(`\[=*\[`)
 )
 
 // chunk is a piece of an include: a helper (name set) with the comment lines right above it, or
@@ -27,8 +33,10 @@ type chunk struct {
 }
 
 // splitHelpers cuts an include into chunks. A helper is a line "local function name(…" at column
-// 0, through the first line that is exactly "end", or that line alone when it ends in " end" (a
-// one-line helper).
+// 0, through the first line that is "end" at column 0 (helperEnd), or that line alone when it ends
+// in " end" (a one-line helper). A helper never runs past the start of the next one: one whose end
+// is not found so is cut there, and Lua then refuses to load the script, which every test that
+// loads the scripts reports.
 func splitHelpers(src string) []chunk {
 	lines := strings.SplitAfter(src, "\n")
 	var out []chunk
@@ -57,8 +65,12 @@ func splitHelpers(src string) []chunk {
 		if !strings.HasSuffix(strings.TrimRight(lines[i], " \t\r\n"), " end") {
 			end = len(lines) - 1 // an unclosed helper runs to the end; Lua will say so
 			for j := i + 1; j < len(lines); j++ {
-				if strings.TrimRight(lines[j], "\r\n") == "end" {
+				if helperEnd.MatchString(strings.TrimRight(lines[j], "\r\n")) {
 					end = j
+					break
+				}
+				if helperStart.MatchString(lines[j]) {
+					end = j - 1
 					break
 				}
 			}
@@ -79,8 +91,7 @@ func words(set map[string]bool, text string) {
 }
 
 // stripComments removes Lua's "--" comments, up to the end of their line, that start outside a
-// quoted string. (srq's scripts have no long brackets; a "--[[" comment would lose only its first
-// line here, which can only keep more.)
+// quoted string. It does not parse long brackets (shake keeps every helper where one occurs).
 func stripComments(src string) string {
 	var b strings.Builder
 	var quote byte // the open string's quote, or 0
@@ -115,6 +126,17 @@ func stripComments(src string) string {
 // shake returns which helpers of the includes to keep, given the script's own text (own) and the
 // chunks of its includes.
 func shake(own string, includes [][]chunk) map[string]bool {
+	keep := map[string]bool{}
+	if longBracket.MatchString(own) {
+		return keepAll(includes)
+	}
+	for _, inc := range includes {
+		for _, c := range inc {
+			if longBracket.MatchString(c.text) {
+				return keepAll(includes)
+			}
+		}
+	}
 	used := map[string]bool{}
 	words(used, own)
 	for _, inc := range includes {
@@ -124,7 +146,6 @@ func shake(own string, includes [][]chunk) map[string]bool {
 			}
 		}
 	}
-	keep := map[string]bool{}
 	for changed := true; changed; {
 		changed = false
 		for _, inc := range includes {
@@ -134,6 +155,19 @@ func shake(own string, includes [][]chunk) map[string]bool {
 					words(used, c.text)
 					changed = true
 				}
+			}
+		}
+	}
+	return keep
+}
+
+// keepAll keeps every helper of the includes.
+func keepAll(includes [][]chunk) map[string]bool {
+	keep := map[string]bool{}
+	for _, inc := range includes {
+		for _, c := range inc {
+			if c.name != "" {
+				keep[c.name] = true
 			}
 		}
 	}

@@ -120,3 +120,34 @@ local function d() return c() end
 		}
 	}
 }
+
+// TestShakeKeepsAllAroundLongBrackets checks the fallback: with a long string or comment, which
+// stripComments does not parse, every helper is kept.
+func TestShakeKeepsAllAroundLongBrackets(t *testing.T) {
+	t.Parallel()
+	inc := splitHelpers("local function f() return 1 end\nlocal function g() return 2 end\n")
+	for _, own := range []string{"local s = [[--]] .. f()\n", "--[[ x ]] return f()\n", "return [==[a]==]\n"} {
+		keep := shake(own, [][]chunk{inc})
+		if !keep["f"] || !keep["g"] {
+			t.Errorf("shake(%q) keeps %v, want every helper", own, keep)
+		}
+	}
+}
+
+// TestSplitHelpersEndLines checks where a helper ends: at "end" with a trailing comment or blanks,
+// and never past the start of the next helper.
+func TestSplitHelpersEndLines(t *testing.T) {
+	t.Parallel()
+	chunks := splitHelpers("local function a()\n  x()\nend -- a\nlocal function b()\n  y()\nend  \n" +
+		"local function c()\n  z()\nlocal function d() return 1 end\n")
+	var names []string
+	for _, c := range chunks {
+		if c.name != "" {
+			names = append(names, c.name+":"+strings.TrimSpace(c.text[strings.LastIndex(strings.TrimRight(c.text, "\n"), "\n")+1:]))
+		}
+	}
+	want := []string{"a:end -- a", "b:end", "c:z()", "d:local function d() return 1 end"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("helpers and their last lines %q, want %q", names, want)
+	}
+}
