@@ -16,7 +16,7 @@ bench:
 
 # Short fuzz runs of every fuzz target (every package that has one).
 fuzz:
-	@for pkg in ./partition ./engine ./codec ./srqtest/history; do \
+	@for pkg in ./partition ./engine ./codec ./srqtest/history ./lua; do \
 	  for f in $$($(GO) test $$pkg -list 'Fuzz.*' | grep ^Fuzz); do \
 	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

@@ -151,3 +151,37 @@ func TestSplitHelpersEndLines(t *testing.T) {
 		t.Errorf("helpers and their last lines %q, want %q", names, want)
 	}
 }
+
+// FuzzSplitHelpers checks that cutting any text into chunks loses and reorders nothing.
+func FuzzSplitHelpers(f *testing.F) {
+	for _, body := range []string{"local function a()\n  x()\nend\n", "local function b() return 1 end\n-- c\nlocal x = 1\n", "end\nlocal function (\n"} {
+		f.Add(body)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		var joined strings.Builder
+		for _, c := range splitHelpers(src) {
+			joined.WriteString(c.text)
+		}
+		if joined.String() != src {
+			t.Fatalf("chunks of %q add up to %q", src, joined.String())
+		}
+	})
+}
+
+// FuzzStripComments checks that stripping comments keeps every line and leaves text without "--"
+// alone, and that shake never panics.
+func FuzzStripComments(f *testing.F) {
+	for _, s := range []string{"a() -- b\nc()", `x = "--\"" .. y -- z`, "'\\'--'", "--[[ a ]] f()"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		out := stripComments(src)
+		if strings.Count(out, "\n") != strings.Count(src, "\n") {
+			t.Fatalf("stripComments(%q) = %q: lines changed", src, out)
+		}
+		if !strings.Contains(src, "--") && out != src {
+			t.Fatalf("stripComments(%q) = %q, want it unchanged", src, out)
+		}
+		shake(src, [][]chunk{splitHelpers(src)})
+	})
+}
