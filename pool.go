@@ -129,15 +129,7 @@ func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.D
 	w := p.w
 	var mine []*job
 	if len(w.shards.engines) == 1 {
-	drain:
-		for len(mine) < maxAckBatch {
-			select {
-			case j := <-p.acks:
-				mine = append(mine, j)
-			default:
-				break drain
-			}
-		}
+		mine = p.queuedAcks(nil)
 	}
 	if len(mine) == 0 {
 		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
@@ -376,22 +368,27 @@ const maxAckBatch = 256
 func (p *pool) ackLoop() error {
 	batch := make([]*job, 0, maxAckBatch)
 	for j := range p.acks {
-		batch = append(batch[:0], j)
-	drain:
-		for len(batch) < cap(batch) {
-			select {
-			case j, ok := <-p.acks:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, j)
-			default:
-				break drain
-			}
-		}
+		batch = p.queuedAcks(append(batch[:0], j))
 		p.ackShards(batch)
 	}
 	return nil
+}
+
+// queuedAcks appends to batch the acks queued now, without waiting, until batch holds
+// maxAckBatch or the queue is empty or closed.
+func (p *pool) queuedAcks(batch []*job) []*job {
+	for len(batch) < maxAckBatch {
+		select {
+		case j, ok := <-p.acks:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, j)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so

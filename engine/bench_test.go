@@ -330,48 +330,14 @@ func BenchmarkFetchAck(b *testing.B) {
 }
 
 func benchFetchAck(b *testing.B, q *benchQueue) {
-	// A fetch serves each partition at most once (10 tasks, at least 10 partitions), so a partition
-	// with 2 tasks left before a fetch is still ready after it.
-	const margin = 2
-	parts := q.count
-	// Every partition count holds the same number of tasks, what the largest one needs, so the
-	// comparison measures the number of partitions, not the size of the data set.
-	total := benchFetchN*b.N + margin*benchBigPartCnt
-	need := (total + parts - 1) / parts
-	round := min(need, max(benchSeedCap/parts, margin+1))
-	q.topUp(b, round)
-
-	b.ResetTimer()
-	redisTime := cmdStats{}
-	start := readCmdStats(q.ctx, b, q.client)
-	tasks := 0
-	for range b.N {
-		if q.minLeft() < margin {
-			b.StopTimer()
-			redisTime.merge(readCmdStats(q.ctx, b, q.client).since(start))
-			q.topUp(b, round)
-			start = readCmdStats(q.ctx, b, q.client)
-			b.StartTimer()
-		}
-		// Every partition holds a task, so every fetch must come back full.
-		got := q.fetchAck(b)
-		if got != benchFetchN {
-			b.Fatalf("fetch leased %d tasks, want %d: every partition holds at least %d", got, benchFetchN, q.minLeft())
-		}
-		tasks += got
-	}
-	b.StopTimer()
-	redisTime.merge(readCmdStats(q.ctx, b, q.client).since(start))
-	// minLeft assumes a strict round-robin; had a partition been drained, it would have left ready.
-	if n, err := q.client.ZCard(q.ctx, q.eng.Keys().Ready()).Result(); err != nil || n != int64(q.count) {
-		b.Fatalf("ready holds %d partitions (%v), want all %d", n, err, q.count)
-	}
-	b.ReportMetric(float64(tasks)/b.Elapsed().Seconds(), "tasks/s")
-	b.ReportMetric(float64(redisTime.scripts().usec)/float64(tasks), "redis-µs/task")
-	b.ReportMetric(float64(redisTime[cpuStat].usec)/float64(tasks), "redis-cpu-µs/task")
-	b.ReportMetric(float64(redisTime.inner())/float64(tasks), "redis-calls/task")
+	s := &fetchAckSide{q: q}
+	runBlocks(b, s)
+	b.ReportMetric(s.rate(), "tasks/s")
+	b.ReportMetric(float64(s.redis.scripts().usec)/float64(s.tasks), "redis-µs/task")
+	b.ReportMetric(s.cpuPerTask(), "redis-cpu-µs/task")
+	b.ReportMetric(float64(s.redis.inner())/float64(s.tasks), "redis-calls/task")
 	if testing.Verbose() && b.N > 1 {
-		b.Logf("commands per task:%s", redisTime.breakdown(tasks))
+		b.Logf("commands per task:%s", s.redis.breakdown(s.tasks))
 	}
 }
 
@@ -498,29 +464,17 @@ func BenchmarkFetchAckInterleaved(b *testing.B) {
 				big = newBenchQueue(b, redistest.Queue(b)+"-big", Config{}, benchBigPartCnt, mode.ordered)
 			}
 			sides := []*fetchAckSide{{q: small}, {q: big}}
+			runBlocks(b, sides...)
 			for _, s := range sides {
-				s.prepare(b, b.N)
-			}
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(fetchAckBlock, b.N-done)
-				for _, s := range sides {
-					s.run(b, n)
-				}
-				done += n
-			}
-			b.StopTimer()
-			for _, s := range sides {
-				s.verify(b)
 				if testing.Verbose() && b.N > 1 {
 					b.Logf("%d partitions: commands per task:%s", s.q.count, s.redis.breakdown(s.tasks))
 				}
 			}
-			b.ReportMetric(small.rate(sides[0]), "tasks/s-10")
-			b.ReportMetric(big.rate(sides[1]), "tasks/s-100k")
+			b.ReportMetric(sides[0].rate(), "tasks/s-10")
+			b.ReportMetric(sides[1].rate(), "tasks/s-100k")
 			b.ReportMetric(sides[0].cpuPerTask(), "redis-cpu-µs/task-10")
 			b.ReportMetric(sides[1].cpuPerTask(), "redis-cpu-µs/task-100k")
-			b.ReportMetric(big.rate(sides[1])/small.rate(sides[0]), "ratio")
+			b.ReportMetric(sides[1].rate()/sides[0].rate(), "ratio")
 			b.ReportMetric(sides[0].cpuPerTask()/sides[1].cpuPerTask(), "cpu-ratio")
 		})
 		for _, q := range []*benchQueue{small, big} {
@@ -532,10 +486,31 @@ func BenchmarkFetchAckInterleaved(b *testing.B) {
 }
 
 // fetchAckBlock is the number of fetches BenchmarkFetchAckInterleaved runs on one queue before it
-// turns to the other: 2,500 tasks, some 150 ms here.
+// turns to the other: 2,500 tasks, some 150 ms here. BenchmarkFetchAck runs in blocks of it too,
+// reading the server's counters around each and topping the queue up between them.
 const fetchAckBlock = 250
 
-// fetchAckSide is one queue of BenchmarkFetchAckInterleaved and what was measured on it.
+// runBlocks runs b.N fetches and acks on each side, the sides taking turns in blocks of
+// fetchAckBlock fetches, and checks that every partition stayed ready throughout.
+func runBlocks(b *testing.B, sides ...*fetchAckSide) {
+	b.Helper()
+	for _, s := range sides {
+		s.prepare(b, b.N)
+	}
+	b.ResetTimer()
+	for done := 0; done < b.N; done += fetchAckBlock {
+		for _, s := range sides {
+			s.run(b, min(fetchAckBlock, b.N-done))
+		}
+	}
+	b.StopTimer()
+	for _, s := range sides {
+		s.verify(b)
+	}
+}
+
+// fetchAckSide is a queue of BenchmarkFetchAck or BenchmarkFetchAckInterleaved and what was
+// measured on it.
 type fetchAckSide struct {
 	q       *benchQueue
 	round   int           // tasks per partition a top-up brings each partition to
@@ -544,7 +519,7 @@ type fetchAckSide struct {
 	tasks   int
 }
 
-// margin is the fewest tasks every partition keeps, so that a fetch serving 10 partitions once
+// fetchAckMargin is the fewest tasks every partition keeps, so that a fetch serving 10 partitions once
 // each leaves all of them ready.
 const fetchAckMargin = 2
 
@@ -598,7 +573,5 @@ func (s *fetchAckSide) cpuPerTask() float64 {
 	return float64(s.redis[cpuStat].usec) / float64(max(s.tasks, 1))
 }
 
-// rate is the side's tasks per second of wall time.
-func (q *benchQueue) rate(s *fetchAckSide) float64 {
-	return float64(s.tasks) / s.elapsed.Seconds()
-}
+// rate is the side's tasks per second of the wall time its fetches and acks took.
+func (s *fetchAckSide) rate() float64 { return float64(s.tasks) / s.elapsed.Seconds() }

@@ -17,6 +17,7 @@ local res, parts, seen, levels_seen = {}, {}, {}, {}
 local added, available, first = 0, {}, {}
 seq_reserve((#ARGV - 2) / 8)
 local pend_adds, pend_keys = {}, {}
+local NO_FIELDS = {} -- unpacks to nothing: the optional fields of a task that has none
 
 for i = 3, #ARGV, 8 do
   local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -37,16 +38,15 @@ for i = 3, #ARGV, 8 do
     local s = next_seq()
     -- A pending task has no state field and a level-0 task no level field: absent means those, and
     -- every byte of a task record counts when millions wait.
-    if level == '0' and ARGV[i + 5] == '0' and ARGV[i + 6] == '' then
-      -- The usual task: no priority, attempts or headers; no table to build and unpack.
-      redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s)
-    else
-      local fields = {'d', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s}
-      if level ~= '0' then fields[#fields + 1] = 'r'; fields[#fields + 1] = level end
-      if ARGV[i + 5] ~= '0' then fields[#fields + 1] = 'm'; fields[#fields + 1] = ARGV[i + 5] end
-      if ARGV[i + 6] ~= '' then fields[#fields + 1] = 'h'; fields[#fields + 1] = ARGV[i + 6] end
-      redis.call('HSET', kt, unpack(fields))
+    -- The usual task has no priority, attempts or headers: no table is built for it.
+    local extra = NO_FIELDS
+    if level ~= '0' or ARGV[i + 5] ~= '0' or ARGV[i + 6] ~= '' then
+      extra = {}
+      if level ~= '0' then extra[#extra + 1] = 'r'; extra[#extra + 1] = level end
+      if ARGV[i + 5] ~= '0' then extra[#extra + 1] = 'm'; extra[#extra + 1] = ARGV[i + 5] end
+      if ARGV[i + 6] ~= '' then extra[#extra + 1] = 'h'; extra[#extra + 1] = ARGV[i + 6] end
     end
+    redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s, unpack(extra))
     -- Pending sets are written after the loop, one variadic ZADD per (partition, level): nothing
     -- in the loop reads them, and a batch often sends several tasks to one partition.
     local kp = k_pending(p, level)
