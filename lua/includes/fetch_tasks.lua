@@ -36,8 +36,11 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   local leased = {} -- score, id pairs for one ZADD to inflight at the end
 
   -- take leases task member of level (pending set kp) of partition p; next_score is the score of
-  -- the task behind it in that level, nil if none (the level empties).
-  local function take(p, member, level, kp, next_score, track)
+  -- the task behind it in that level, nil if none (the level empties). A lease that counts against
+  -- p's hold is added to the held set l:<p> and marked in the record's field l: 'o' when it is the
+  -- only lease of ordered p (its ack frees p without looking at the set), '1' otherwise (a run of
+  -- several, or a limited partition). Returns the task's record key.
+  local function take(p, member, level, kp, next_score, mark)
     redis.call('ZREM', kp, member)
     if not next_score then level_gone(p, level) end
     depth_add(p, -1)
@@ -46,8 +49,8 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
     local attempt = (tonumber(f[1]) or 0) + 1
     local token = next_seq()
-    if track then
-      redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i', 'l', '1')
+    if mark then
+      redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i', 'l', mark)
       redis.call('SADD', k_held(p), id)
     else
       redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i')
@@ -57,6 +60,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     taken = taken + 1
     out[#out + 1] = {id, token, p, level, attempt, tonumber(f[2]) or 0, tonumber(f[3]) or 0,
       tonumber(f[4]) or 0, f[5] or '', f[6] or '', tonumber(f[7]) or 0, f[8] or ''}
+    return kt
   end
 
   -- Round-robin: read the next partitions of ready in one call, serve each one task, and send each
@@ -64,7 +68,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   -- Every turn leases a task or takes a partition out of ready, so the loop is bounded by n plus the
   -- stale entries it meets; the cap only guards against a bug. An ordered partition in ready is
   -- never held: fetch takes it out of ready when it leases from it, and place keeps a held one out.
-  local held = {}
+  local held, held_first = {}, {} -- ordered partitions this fetch took, and their first lease's record
   local turns = 0
   while taken < n and turns < 2 * n + 64 do
     ready_flush() -- the partitions the last turn sent to the tail or took out
@@ -84,13 +88,13 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
           redis.call('ZREM', K_READY, p)
           place(p, now)
         elseif is_ordered(p) then
-          take(p, member, level, kp, next_score, true)
+          held_first[#held + 1] = take(p, member, level, kp, next_score, 'o')
           -- With one level, the task behind the one taken is p's new head.
           if #levels == 1 then head_is(p, next_score) else head_is(p, false) end
           ready_del(p) -- held by this consumer until its leased tasks end
           held[#held + 1] = p
         else
-          take(p, member, level, kp, next_score, limit)
+          take(p, member, level, kp, next_score, limit and '1')
           local e = next_score
           if #levels > 1 then e = earliest(p) end
           head_is(p, e)
@@ -114,7 +118,9 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     while taken < n and run < maxrun do
       local member, level, kp, next_score = pick(p, now)
       if not member then break end
-      take(p, member, level, kp, next_score, true)
+      -- The run grows past one lease: acking its first no longer frees p by itself.
+      if run == 1 then redis.call('HSET', held_first[i], 'l', '1') end
+      take(p, member, level, kp, next_score, '1')
       head_is(p, false)
       run = run + 1
     end
