@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test test-race bench lint quickstart fuzz
+.PHONY: test test-race bench instr lint quickstart fuzz
 
 test:
 	$(GO) test ./...
@@ -13,6 +13,10 @@ test-race:
 # Benchmarks: compare ratios inside one run; state the machine with every figure.
 bench:
 	$(GO) test ./bench ./engine -run '^$$' -bench . -benchtime 20000x
+
+# Redis instructions per task under valgrind's callgrind: exact where timings drift (needs valgrind).
+instr:
+	$(GO) run ./bench/cmd/instr
 
 # Short fuzz runs of every fuzz target (every package that has one).
 fuzz:

@@ -10,6 +10,7 @@
 
 local now = now_ms()
 local deadline = now + tonumber(ARGV[2])
+local deadline_s = int(deadline) -- formatted once, not per task (see int)
 local res = {deadline}
 local holders = {} -- consumers whose leases this call extended: they are alive
 
@@ -22,7 +23,7 @@ for i = 3, #ARGV, 2 do
   elseif current ~= token then
     res[#res + 1] = STALE
   else
-    redis.call('ZADD', K_INFLIGHT, 'XX', deadline, id)
+    redis.call('ZADD', K_INFLIGHT, 'XX', deadline_s, id)
     if f[2] and not holders[f[2]] then holders[f[2]] = true; seen_consumer(f[2], now) end
     res[#res + 1] = OK
   end

@@ -84,7 +84,7 @@ func StartProcess(args ...string) (*Server, error) {
 	}
 	var lastErr error
 	for try := 0; try < 5; try++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +146,8 @@ func ping(addr string) error {
 	return c.Ping(ctx).Err()
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago, for a server about to start.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

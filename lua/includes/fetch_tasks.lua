@@ -25,7 +25,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     return {now, deadline, -1}
   end
 
-  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, math.max(64, 4 * n))
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', int(now), 'LIMIT', '0', int(math.max(64, 4 * n)))
   for i = 1, #due do
     redis.call('ZREM', K_SCHED, due[i])
     if not redis.call('ZSCORE', K_READY, due[i]) then ready_push(due[i]) end
@@ -47,19 +47,22 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     local id = string.sub(member, 21)
     local kt = k_task(id)
     local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
-    local attempt = (tonumber(f[1]) or 0) + 1
+    local attempt = '1' -- a first attempt, the usual case, needs no formatting
+    if f[1] then attempt = int(tonumber(f[1]) + 1) end
     local token = next_seq()
     if mark then
-      redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i', 'l', mark)
+      redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i', 'l', mark)
       redis.call('SADD', k_held(p), id)
     else
-      redis.call('HSET', kt, 'a', int(attempt), 'k', token, 'w', consumer, 'S', 'i')
+      redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
     end
     leased[#leased + 1] = deadline_s
     leased[#leased + 1] = id
     taken = taken + 1
-    out[#out + 1] = {id, token, p, level, attempt, tonumber(f[2]) or 0, tonumber(f[3]) or 0,
-      tonumber(f[4]) or 0, f[5] or '', f[6] or '', tonumber(f[7]) or 0, f[8] or ''}
+    -- The numbers go out as the record holds them, decimal strings, for the client to parse:
+    -- tonumber would parse each with strtod here, on the server's one thread.
+    out[#out + 1] = {id, token, p, level, attempt, f[2] or 0, f[3] or 0, f[4] or 0, f[5] or '',
+      f[6] or '', f[7] or 0, f[8] or ''}
     return kt
   end
 
@@ -72,7 +75,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   local turns = 0
   while taken < n and turns < 2 * n + 64 do
     ready_flush() -- the partitions the last turn sent to the tail or took out
-    local heads = redis.call('ZRANGE', K_READY, 0, n - taken - 1)
+    local heads = redis.call('ZRANGE', K_READY, '0', int(n - taken - 1))
     if #heads == 0 then break end
     for i = 1, #heads do
       if taken >= n then break end
@@ -134,7 +137,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   if taken == 0 then
     -- Nothing is ready, so any wake-up token left is stale; drop them so sleepers sleep.
     redis.call('DEL', K_WAKE)
-    local next_due = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+    local next_due = redis.call('ZRANGE', K_SCHED, '0', '0', 'WITHSCORES')
     if next_due[2] then out[3] = math.max(1, tonumber(next_due[2]) - now) else out[3] = -1 end
   end
   return out

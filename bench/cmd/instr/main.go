@@ -1,0 +1,177 @@
+// Command instr counts the instructions redis-server executes per task for srq's hot calls,
+// under valgrind's callgrind. Instruction counts do not drift with a shared VM's speed, so a
+// change to the scripts can be judged by a difference of 1 %, where timings on the same machine
+// wander by tens of percent between runs (docs/benchmarks.md, section 6.2).
+//
+//	go run ./bench/cmd/instr                      # every workload
+//	go run ./bench/cmd/instr -workload ackfetch   # one
+//
+// It needs valgrind and a redis-server binary. For each workload it starts its own redis-server
+// under callgrind on a free loopback port, seeds a queue, warms up, zeroes the counters
+// (callgrind_control -z), runs the measured calls, dumps the counters (callgrind_control -d) and
+// divides their total by the tasks. The total covers everything the server did meanwhile:
+// reading the calls, the scripts, the commands they run and writing the replies.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/internal/redistest"
+)
+
+// quiet drops go-redis's log lines: dial errors are expected while valgrind starts the server.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func main() {
+	log.SetFlags(0)
+	redis.SetLogger(quiet{})
+	server := flag.String("redis-server", "redis-server", "the redis-server binary to run under callgrind")
+	which := flag.String("workload", "all", "one of "+strings.Join(workloadNames(), ", ")+", or all")
+	calls := flag.Int("calls", 0, "measured calls per workload (0: the workload's default)")
+	keep := flag.String("keep", "", "a directory to keep the callgrind files in (for callgrind_annotate)")
+	flag.Parse()
+
+	var run []workload
+	for _, w := range workloads {
+		if *which == "all" || *which == w.name {
+			run = append(run, w)
+		}
+	}
+	if len(run) == 0 {
+		log.Fatalf("instr: unknown workload %q (want one of %s, or all)", *which, strings.Join(workloadNames(), ", "))
+	}
+	if *calls < 0 {
+		log.Fatalf("instr: negative -calls %d", *calls)
+	}
+	for _, tool := range []string{"valgrind", "callgrind_control", *server} {
+		if _, err := exec.LookPath(tool); err != nil {
+			log.Fatalf("instr: %v (install valgrind and redis-server)", err)
+		}
+	}
+	ctx := context.Background()
+	for _, w := range run {
+		n := w.calls
+		if *calls > 0 {
+			n = *calls
+		}
+		perTask, err := measure(ctx, *server, w, n, *keep)
+		if err != nil {
+			log.Fatalf("instr: %s: %v", w.name, err)
+		}
+		fmt.Printf("%-10s %9.0f instructions per task (%d calls, %s)\n", w.name, perTask, n, w.about)
+	}
+}
+
+// measure runs workload w for calls calls on a redis-server of its own under callgrind and
+// returns the server's instructions per task.
+func measure(ctx context.Context, server string, w workload, calls int, keep string) (float64, error) {
+	dir, err := os.MkdirTemp("", "srq-instr-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	port, err := redistest.FreePort()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.CommandContext(ctx, "valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "callgrind.out"),
+		server, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	client := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		ReadTimeout: time.Minute, MaxRetries: -1})
+	defer client.Close()
+	stop := func() {
+		_ = client.ShutdownNoSave(ctx).Err() // the server closes the connection: no reply to check
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	if err := waitReady(ctx, client, exited); err != nil {
+		stop()
+		return 0, err
+	}
+	control := func(op string) error {
+		out, err := exec.CommandContext(ctx, "callgrind_control", op, strconv.Itoa(cmd.Process.Pid)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("callgrind_control %s: %v: %s", op, err, out)
+		}
+		return nil
+	}
+	tasks, err := w.run(ctx, client, "instr", calls, control)
+	stop()
+	if err != nil {
+		return 0, err
+	}
+	dump := filepath.Join(dir, "callgrind.out.1") // the first dump: callgrind_control -d
+	total, err := readTotal(dump)
+	if err != nil {
+		return 0, err
+	}
+	if keep != "" {
+		if err := copyFile(dump, filepath.Join(keep, "callgrind."+w.name+".out")); err != nil {
+			return 0, err
+		}
+	}
+	return float64(total) / float64(tasks), nil
+}
+
+// waitReady waits until the server answers PING; valgrind makes its start take seconds.
+func waitReady(ctx context.Context, c *redis.Client, exited <-chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := c.Ping(ctx).Err(); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server under valgrind did not answer: %w", err)
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server under valgrind exited: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// readTotal returns the instructions a callgrind dump counted (its "summary:" line).
+func readTotal(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "summary:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New(path + ": no summary line")
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// A workload seeds queue, warms up, then runs calls measured calls between control("-z") (zero
+// the counters) and control("-d") (dump them), and returns the tasks those calls handled.
+type workload struct {
+	name  string
+	about string
+	calls int // default
+	run   runFunc
+}
+
+type runFunc func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(op string) error) (int, error)
+
+var workloads = []workload{
+	{"ackfetch", "one consumer, AckFetch of 5 over 100 unordered partitions", 200, consumeWorkload(false)},
+	{"ordered", "one consumer, AckFetch of 5 over 100 ordered partitions", 200, consumeWorkload(true)},
+	{"publish1", "one task per Publish, 100 partitions", 400, publishWorkload(1)},
+	{"publish100", "batches of 100, 100 partitions", 40, publishWorkload(100)},
+}
+
+func workloadNames() []string {
+	names := make([]string, len(workloads))
+	for i, w := range workloads {
+		names[i] = w.name
+	}
+	return names
+}
+
+const (
+	warmUp     = 20 // calls before the counters are zeroed: scripts loaded, keys and sets created
+	partitions = 100
+	fetchSize  = 5
+)
+
+var payload20 = []byte("twenty bytes payload")
+
+func partitionKey(i int, ordered bool) partition.Key {
+	p := fmt.Sprint(i % partitions)
+	if ordered {
+		return partition.Ordered(p)
+	}
+	return partition.Key(p)
+}
+
+// consumeWorkload acks the last batch and fetches the next in one AckFetch call, as the worker does.
+func consumeWorkload(ordered bool) runFunc {
+	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+		e, err := engine.New(c, engine.Config{Queue: queue})
+		if err != nil {
+			return 0, err
+		}
+		total := (warmUp+calls)*fetchSize + partitions // every call finds a full batch
+		for i := 0; i < total; i += 500 {
+			msgs := make([]engine.Message, 0, 500)
+			for j := i; j < min(i+500, total); j++ {
+				msgs = append(msgs, engine.Message{Partition: partitionKey(j, ordered), Payload: payload20})
+			}
+			if _, err := e.Publish(ctx, msgs); err != nil {
+				return 0, err
+			}
+		}
+		var receipts []engine.Receipt
+		step := func() error {
+			_, ds, _, err := e.AckFetch(ctx, receipts, "instr", fetchSize, time.Minute)
+			if err != nil {
+				return err
+			}
+			if len(ds) != fetchSize {
+				return fmt.Errorf("fetched %d tasks, want %d", len(ds), fetchSize)
+			}
+			receipts = receipts[:0]
+			for _, d := range ds {
+				receipts = append(receipts, d.Receipt())
+			}
+			return nil
+		}
+		return measured(calls, fetchSize, step, control)
+	}
+}
+
+// publishWorkload publishes batches of size tasks, spread over the partitions in turn.
+func publishWorkload(size int) runFunc {
+	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+		e, err := engine.New(c, engine.Config{Queue: queue})
+		if err != nil {
+			return 0, err
+		}
+		msgs := make([]engine.Message, size)
+		next := 0
+		step := func() error {
+			for j := range msgs {
+				msgs[j] = engine.Message{Partition: partitionKey(next, false), Payload: payload20}
+				next++
+			}
+			_, err := e.Publish(ctx, msgs)
+			return err
+		}
+		return measured(calls, size, step, control)
+	}
+}
+
+// measured runs step warmUp times, then calls times between zeroing and dumping the counters.
+func measured(calls, tasksPerCall int, step func() error, control func(string) error) (int, error) {
+	for i := 0; i < warmUp; i++ {
+		if err := step(); err != nil {
+			return 0, err
+		}
+	}
+	if err := control("-z"); err != nil {
+		return 0, err
+	}
+	for i := 0; i < calls; i++ {
+		if err := step(); err != nil {
+			return 0, err
+		}
+	}
+	if err := control("-d"); err != nil {
+		return 0, err
+	}
+	return calls * tasksPerCall, nil
+}
