@@ -23,7 +23,8 @@ type WorkerConfig struct {
 	Concurrency int
 	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default equal to
 	// Concurrency; negative: none. Tasks whose handler succeeded and that wait only for their
-	// batched ack count against neither Concurrency nor Prefetch.
+	// batched ack count against neither Concurrency nor Prefetch. Concurrency plus Prefetch may be
+	// at most engine.MaxFetch.
 	Prefetch int
 	// Lease is how long a fetched task stays leased without an extension; the worker extends the
 	// leases of its tasks every Lease/3. Default 30s; at least 30ms.
@@ -89,6 +90,10 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	switch {
 	case cfg.Concurrency < 1:
 		return nil, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
+	case cfg.Concurrency+cfg.Prefetch > engine.MaxFetch:
+		// One fetch asks for every free slot: it must stay a fetch the engine accepts.
+		return nil, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
+			ErrInvalid, cfg.Concurrency, cfg.Prefetch, engine.MaxFetch)
 	case cfg.Lease < 30*time.Millisecond:
 		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
 	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:

@@ -395,3 +395,24 @@ func TestTaskHeldAgainWhileItsOldHandlerRuns(t *testing.T) {
 		return st.Acked == 1
 	})
 }
+
+// TestWorkerConfigRefused: NewWorker refuses a configuration whose fetch of every free slot the
+// engine would refuse, before anything runs.
+func TestWorkerConfigRefused(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue[order](t, srq.QueueConfig{})
+	h := srq.HandlerFunc[order](func(context.Context, *srq.Task[order]) error { return nil })
+	for _, cfg := range []srq.WorkerConfig{
+		{Concurrency: -1},
+		{Lease: time.Millisecond},
+		{Concurrency: engine.MaxFetch + 1, Prefetch: -1},
+		{Concurrency: engine.MaxFetch/2 + 1}, // Prefetch defaults to Concurrency
+	} {
+		if _, err := srq.NewWorker(q, h, cfg); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("NewWorker with %+v: %v, want ErrInvalid", cfg, err)
+		}
+	}
+	if _, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: engine.MaxFetch / 2}); err != nil {
+		t.Errorf("NewWorker at the limit: %v", err)
+	}
+}

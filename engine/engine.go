@@ -26,6 +26,9 @@ const (
 	MaxPriority    = 1<<31 - 1
 	// MaxDelay is the longest delay of a publish or reject.
 	MaxDelay = 100 * 365 * 24 * time.Hour
+	// MaxFetch is the most tasks one Fetch, FetchWait or AckFetch may ask for: a script holds
+	// Redis for as long as it runs, and a fetch of 100,000 already takes about a second.
+	MaxFetch = 100_000
 )
 
 // MaxAt is the latest time a task may be published for: the end of year 9999, far below the

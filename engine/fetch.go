@@ -41,8 +41,8 @@ type Receipt struct {
 }
 
 // Fetch leases up to n tasks to consumer for lease, serving ready partitions round-robin. It
-// returns at once, with no tasks when none is ready. It fails with ErrInvalid for n < 1, a lease
-// under a millisecond or an empty consumer id.
+// returns at once, with no tasks when none is ready. It fails with ErrInvalid for n < 1 or over
+// MaxFetch, a lease under a millisecond or an empty consumer id.
 func (e *Engine) Fetch(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, error) {
 	ds, _, err := e.fetch(ctx, consumer, n, lease)
 	return ds, err
@@ -174,6 +174,8 @@ func (e *Engine) fetchRun(consumer string, n int, lease time.Duration) (int, err
 	switch {
 	case n < 1:
 		return 0, invalidf("fetch of %d tasks", n)
+	case n > MaxFetch:
+		return 0, invalidf("fetch of %d tasks is over the limit of %d (MaxFetch)", n, MaxFetch)
 	case lease < time.Millisecond:
 		return 0, invalidf("lease %v is below 1ms", lease)
 	case consumer == "":

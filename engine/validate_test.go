@@ -224,6 +224,13 @@ func TestValidateArguments(t *testing.T) {
 		{"fetch lease under 1ms", func() error { _, err := b.eng.Fetch(b.ctx, "c", 1, time.Millisecond-1); return err }},
 		{"fetch negative lease", func() error { _, err := b.eng.Fetch(b.ctx, "c", 1, -time.Second); return err }},
 		{"fetch empty consumer", func() error { _, err := b.eng.Fetch(b.ctx, "", 1, time.Second); return err }},
+		// Lua would format a count near 2^63 as a negative number and find nothing, silently.
+		{"fetch over MaxFetch", func() error { _, err := b.eng.Fetch(b.ctx, "c", MaxFetch+1, time.Second); return err }},
+		{"fetch of MaxInt", func() error { _, err := b.eng.Fetch(b.ctx, "c", math.MaxInt, time.Second); return err }},
+		{"ack fetch over MaxFetch", func() error {
+			_, _, _, err := b.eng.AckFetch(b.ctx, nil, "c", MaxFetch+1, time.Second)
+			return err
+		}},
 		{"fetch wait zero", func() error { _, err := b.eng.FetchWait(b.ctx, "c", 0, time.Second, time.Second); return err }},
 		{"fetch wait short lease", func() error {
 			_, err := b.eng.FetchWait(b.ctx, "c", 1, time.Microsecond, time.Second)

@@ -91,11 +91,17 @@ func measure(ctx context.Context, server string, w workload, calls int, keep str
 	}
 	cmd := exec.CommandContext(ctx, "valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "callgrind.out"),
 		server, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
+	var stderr strings.Builder // valgrind's and the server's complaints, for an error
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the process has ended, so any number of waits see it.
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	client := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		ReadTimeout: time.Minute, MaxRetries: -1})
 	defer client.Close()
@@ -110,7 +116,7 @@ func measure(ctx context.Context, server string, w workload, calls int, keep str
 	}
 	if err := waitReady(ctx, client, exited); err != nil {
 		stop()
-		return 0, err
+		return 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	control := func(op string) error {
 		out, err := exec.CommandContext(ctx, "callgrind_control", op, strconv.Itoa(cmd.Process.Pid)).CombinedOutput()
@@ -138,7 +144,7 @@ func measure(ctx context.Context, server string, w workload, calls int, keep str
 }
 
 // waitReady waits until the server answers PING; valgrind makes its start take seconds.
-func waitReady(ctx context.Context, c *redis.Client, exited <-chan error) error {
+func waitReady(ctx context.Context, c *redis.Client, exited <-chan struct{}) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if err := c.Ping(ctx).Err(); err == nil {
@@ -147,8 +153,8 @@ func waitReady(ctx context.Context, c *redis.Client, exited <-chan error) error 
 			return fmt.Errorf("redis-server under valgrind did not answer: %w", err)
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("redis-server under valgrind exited: %v", err)
+		case <-exited:
+			return errors.New("redis-server under valgrind exited")
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

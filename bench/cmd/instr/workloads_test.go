@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/internal/redistest"
@@ -69,5 +71,29 @@ func TestReadTotal(t *testing.T) {
 	}
 	if _, err := readTotal(path); err == nil {
 		t.Fatal("a dump without a summary line was read")
+	}
+}
+
+// TestMeasureServerFailsToStart: when redis-server under valgrind exits at once, measure returns
+// the error with what the process printed, instead of waiting for a server that is gone.
+func TestMeasureServerFailsToStart(t *testing.T) {
+	dir := t.TempDir()
+	fake := "#!/bin/sh\necho 'valgrind: cannot start' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "valgrind"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := measure(context.Background(), "redis-server", workloads[0], 1, "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "valgrind: cannot start") {
+			t.Fatalf("measure: %v, want the process's exit and its message", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("measure still waits for a server that exited")
 	}
 }
