@@ -79,11 +79,50 @@ func FuzzDecodeNeverPanics(f *testing.F) {
 			_ = c.Unmarshal(data, &b)
 			var m map[string]any
 			if err := c.Unmarshal(data, &m); err == nil && c.Name() != "raw" {
-				// what decoded must encode again
-				if _, err := c.Marshal(m); err != nil {
+				// what decoded must encode again, and what encoded must decode (no honest payload
+				// is refused by the size check)
+				again, err := c.Marshal(m)
+				if err != nil {
 					t.Fatalf("%s: decoded %v but cannot encode it: %v", c.Name(), m, err)
+				}
+				var m2 map[string]any
+				if err := c.Unmarshal(again, &m2); err != nil {
+					t.Fatalf("%s: cannot decode its own encoding of %v: %v", c.Name(), m, err)
 				}
 			}
 		}
 	})
+}
+
+// TestMsgPackRefusesLengthBombs: a header that declares more elements than the payload holds is
+// refused before decoding. The decoder would make a map or slice of the declared length first: the
+// map32 below (found by FuzzDecodeNeverPanics) made it allocate 24 GB and die.
+func TestMsgPackRefusesLengthBombs(t *testing.T) {
+	bombs := map[string][]byte{
+		"map32 of 1.6e9 entries":     []byte("\xdfb\xe8\xf0A\xdd^\xc0"),
+		"array32 of 4e9 values":      []byte("\xdd\xff\xff\xff\xff\x01"),
+		"map16 in an array":          []byte("\x91\xde\xff\xff\x01\x02"),
+		"nested arrays, sum too big": []byte("\x92\x93\x01\x02\x03\x92\x01"),
+		"str32 of 4 GB":              []byte("\xdb\xff\xff\xff\xff" + "abc"),
+		"bin32 of 2 GB":              []byte("\xc6\x7f\xff\xff\xff\x00"),
+		"ext32 of 4 GB":              []byte("\xc9\xff\xff\xff\xff\x01\x00"),
+	}
+	for name, data := range bombs {
+		var m map[string]any
+		if err := (codec.MsgPack{}).Unmarshal(data, &m); !errors.Is(err, codec.ErrDecode) {
+			t.Errorf("%s into map[string]any: %v, want ErrDecode", name, err)
+		}
+		var s []any
+		if err := (codec.MsgPack{}).Unmarshal(data, &s); !errors.Is(err, codec.ErrDecode) {
+			t.Errorf("%s into []any: %v, want ErrDecode", name, err)
+		}
+	}
+	// Honest containers, nested and with trailing siblings, still decode.
+	var v []any
+	if err := (codec.MsgPack{}).Unmarshal([]byte("\x93\x92\x01\x02\x81\xa1k\xc3\xa2hi"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(v, []any{[]any{int8(1), int8(2)}, map[string]any{"k": true}, "hi"}) {
+		t.Fatalf("decoded %#v", v)
+	}
 }

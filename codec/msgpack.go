@@ -13,8 +13,12 @@ func (MsgPack) Name() string { return "msgpack" }
 func (MsgPack) Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
 
 // Unmarshal decodes data into v; it fails with ErrDecode for bytes that are not a msgpack value of
-// v's type.
+// v's type, or that declare a string, map or array longer than the bytes they hold (which the
+// decoder would allocate before finding out).
 func (MsgPack) Unmarshal(data []byte, v any) error {
+	if err := checkSizes(data); err != nil {
+		return decodeError("msgpack", err)
+	}
 	if err := msgpack.Unmarshal(data, v); err != nil {
 		return decodeError("msgpack", err)
 	}
