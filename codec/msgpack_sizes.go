@@ -24,7 +24,7 @@ func checkSizes(data []byte) error {
 		i++
 		owed--
 		var size, elems int // bytes of payload after the header; values the container adds
-		var err error
+		ok := true          // false: the length header itself is cut off
 		switch {
 		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc1 || c == 0xc2 || c == 0xc3:
 			// fixint, nil, (never used), false, true
@@ -35,19 +35,19 @@ func checkSizes(data []byte) error {
 		case c <= 0xbf:
 			size = int(c & 0x1f) // fixstr
 		case c == 0xc4 || c == 0xd9: // bin8, str8
-			size, i, err = length(data, i, 1)
+			size, i, ok = length(data, i, 1)
 		case c == 0xc5 || c == 0xda: // bin16, str16
-			size, i, err = length(data, i, 2)
+			size, i, ok = length(data, i, 2)
 		case c == 0xc6 || c == 0xdb: // bin32, str32
-			size, i, err = length(data, i, 4)
+			size, i, ok = length(data, i, 4)
 		case c == 0xc7: // ext8: length, then a type byte
-			size, i, err = length(data, i, 1)
+			size, i, ok = length(data, i, 1)
 			size++
 		case c == 0xc8: // ext16
-			size, i, err = length(data, i, 2)
+			size, i, ok = length(data, i, 2)
 			size++
 		case c == 0xc9: // ext32
-			size, i, err = length(data, i, 4)
+			size, i, ok = length(data, i, 4)
 			size++
 		case c == 0xca:
 			size = 4 // float32
@@ -60,17 +60,17 @@ func checkSizes(data []byte) error {
 		case c >= 0xd4 && c <= 0xd8:
 			size = 1 + 1<<(c-0xd4) // fixext1 … fixext16: a type byte and 1 … 16 bytes
 		case c == 0xdc: // array16
-			elems, i, err = length(data, i, 2)
+			elems, i, ok = length(data, i, 2)
 		case c == 0xdd: // array32
-			elems, i, err = length(data, i, 4)
+			elems, i, ok = length(data, i, 4)
 		case c == 0xde: // map16
-			elems, i, err = length(data, i, 2)
+			elems, i, ok = length(data, i, 2)
 			elems *= 2
 		case c == 0xdf: // map32
-			elems, i, err = length(data, i, 4)
+			elems, i, ok = length(data, i, 4)
 			elems *= 2
 		}
-		if err != nil {
+		if !ok {
 			return nil // truncated header: the decoder reports it
 		}
 		left := len(data) - i
@@ -84,20 +84,18 @@ func checkSizes(data []byte) error {
 	return nil
 }
 
-// errTruncated says a length header runs past the data.
-var errTruncated = fmt.Errorf("msgpack: truncated length")
-
-// length reads the n-byte big-endian length at data[i:] and returns it and the index after it.
-func length(data []byte, i, n int) (int, int, error) {
+// length reads the n-byte big-endian length at data[i:] and returns it and the index after it;
+// ok is false when fewer than n bytes are left.
+func length(data []byte, i, n int) (v, next int, ok bool) {
 	if len(data)-i < n {
-		return 0, i, errTruncated
+		return 0, i, false
 	}
 	switch n {
 	case 1:
-		return int(data[i]), i + 1, nil
+		return int(data[i]), i + 1, true
 	case 2:
-		return int(binary.BigEndian.Uint16(data[i:])), i + 2, nil
+		return int(binary.BigEndian.Uint16(data[i:])), i + 2, true
 	default:
-		return int(binary.BigEndian.Uint32(data[i:])), i + 4, nil
+		return int(binary.BigEndian.Uint32(data[i:])), i + 4, true
 	}
 }

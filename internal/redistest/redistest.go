@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,9 +45,11 @@ type Server struct {
 	ExtraArgs []string
 	Dir       string // the server's working directory (KindProcess)
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	mini   *miniredis.Miniredis
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	mini     *miniredis.Miniredis
+	launcher []string      // a command the server runs under, such as valgrind (StartUnder)
+	wait     time.Duration // how long start waits for the first PING answer; 0: 10s
 }
 
 // Options returns go-redis options for s.
@@ -78,6 +82,17 @@ func StartProcess(args ...string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: no redis-server on PATH: %w", err)
 	}
+	return startUnder(nil, bin, 0, args) // 0: start waits its default 10s
+}
+
+// StartUnder starts the redis-server binary bin as StartProcess does, run by launcher (a command
+// and its options, such as valgrind's), and waits up to wait for it to answer: a launcher can
+// make the start take seconds.
+func StartUnder(launcher []string, bin string, wait time.Duration, args ...string) (*Server, error) {
+	return startUnder(launcher, bin, wait, args)
+}
+
+func startUnder(launcher []string, bin string, wait time.Duration, args []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "srq-redis-*")
 	if err != nil {
 		return nil, err
@@ -89,7 +104,7 @@ func StartProcess(args ...string) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Kind: KindProcess,
-			ExtraArgs: args, Dir: dir}
+			ExtraArgs: args, Dir: dir, launcher: launcher, wait: wait}
 		if lastErr = s.start(bin); lastErr == nil {
 			return s, nil
 		}
@@ -102,7 +117,11 @@ func (s *Server) start(bin string) error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	argv := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.Dir, "--logfile", filepath.Join(s.Dir, "redis.log")}, s.ExtraArgs...)
-	cmd := exec.Command(bin, argv...)
+	argv = append([]string{bin}, argv...)
+	if len(s.launcher) > 0 {
+		argv = append(slices.Clone(s.launcher), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	setDeathSignal(cmd)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -112,7 +131,8 @@ func (s *Server) start(bin string) error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
+	wait := cmp.Or(s.wait, 10*time.Second) // servers made elsewhere (cluster nodes) leave it 0
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
@@ -128,7 +148,7 @@ func (s *Server) start(bin string) error {
 	}
 	_ = cmd.Process.Kill()
 	<-exited
-	return errors.New("redistest: redis-server did not answer PING within 10s")
+	return fmt.Errorf("redistest: redis-server did not answer PING within %v", wait)
 }
 
 func tail(b []byte) string {
@@ -154,6 +174,15 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Pid returns the process id of a server this package started (of its launcher, with StartUnder);
+// 0 for any other kind.
+func (s *Server) Pid() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Signal sends sig to the redis-server process (KindProcess only): SIGSTOP and SIGCONT to make it

@@ -7,7 +7,7 @@
 -- (the token is not the current lease's) or NOTFOUND.
 local function ack_tasks(now, window, first, last)
   local now_s = int(now) -- formatted once, not per acked id (see int)
-  local res, parts, seen, done, keys, seen_id, freed = {}, {}, {}, {}, {}, {}, {}
+  local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
   local acked = 0
   local dedup = {} -- score, id pairs for one variadic ZADD to dedup
 
@@ -25,11 +25,9 @@ local function ack_tasks(now, window, first, last)
       done[#done + 1] = id
       keys[#keys + 1] = kt
       -- Only a task fetched from an ordered or limited partition is in its partition's held set.
-      -- One marked 'o' was its ordered partition's only lease: the partition is free now.
       if f[3] and redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
         seen[p] = true
         parts[#parts + 1] = p
-        freed[p] = f[3] == 'o'
       end
       if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
       acked = acked + 1
@@ -45,7 +43,7 @@ local function ack_tasks(now, window, first, last)
   if #dedup > 0 then bulk('ZADD', K_DEDUP, nil, dedup) end
   for i = 1, #parts do
     -- An ordered partition was held, so it is in neither index; a limited one may be in either.
-    place(parts[i], now, is_ordered(parts[i]), freed[parts[i]])
+    place(parts[i], now, is_ordered(parts[i]))
   end
   if window > 0 and acked > 0 then prune_dedup(now, window, math.min(100 + acked, 1000)) end
   stat('acked', acked)

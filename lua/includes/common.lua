@@ -340,13 +340,12 @@ end
 -- ended is, which spares the look-ups of ready and sched. Counts the partitions that became ready,
 -- for wake-ups, and returns whether p is in ready now. Only a place that reads or removes members
 -- of ready flushes it first: an ack that releases 10 held partitions (outside) sends their 10
--- pushes as one ZADD, not one each. free says p is known not to be held (the ack of an ordered
--- partition's only lease), which spares is_held's look-up.
-local function place(p, now, outside, free)
+-- pushes as one ZADD, not one each.
+local function place(p, now, outside)
   if not outside then ready_flush() end
   local paused, limit, blocked = meta(p)
   local e
-  if not paused and (free or not is_held(p, limit)) then e = earliest(p) end
+  if not paused and not is_held(p, limit) then e = earliest(p) end
   if not e then
     if not outside then
       redis.call('ZREM', K_READY, p)

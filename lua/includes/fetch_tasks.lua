@@ -36,11 +36,9 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   local leased = {} -- score, id pairs for one ZADD to inflight at the end
 
   -- take leases task member of level (pending set kp) of partition p; next_score is the score of
-  -- the task behind it in that level, nil if none (the level empties). A lease that counts against
-  -- p's hold is added to the held set l:<p> and marked in the record's field l: 'o' when it is the
-  -- only lease of ordered p (its ack frees p without looking at the set), '1' otherwise (a run of
-  -- several, or a limited partition). Returns the task's record key.
-  local function take(p, member, level, kp, next_score, mark)
+  -- the task behind it in that level, nil if none (the level empties). A tracked lease (ordered or
+  -- limited p) is added to the held set l:<p> and marked with the record's field l.
+  local function take(p, member, level, kp, next_score, track)
     redis.call('ZREM', kp, member)
     if not next_score then level_gone(p, level) end
     depth_add(p, -1)
@@ -50,8 +48,8 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     local attempt = '1' -- a first attempt, the usual case, needs no formatting
     if f[1] then attempt = int(tonumber(f[1]) + 1) end
     local token = next_seq()
-    if mark then
-      redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i', 'l', mark)
+    if track then
+      redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i', 'l', '1')
       redis.call('SADD', k_held(p), id)
     else
       redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
@@ -63,7 +61,6 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     -- tonumber would parse each with strtod here, on the server's one thread.
     out[#out + 1] = {id, token, p, level, attempt, f[2] or 0, f[3] or 0, f[4] or 0, f[5] or '',
       f[6] or '', f[7] or 0, f[8] or ''}
-    return kt
   end
 
   -- Round-robin: read the next partitions of ready in one call, serve each one task, and send each
@@ -71,7 +68,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   -- Every turn leases a task or takes a partition out of ready, so the loop is bounded by n plus the
   -- stale entries it meets; the cap only guards against a bug. An ordered partition in ready is
   -- never held: fetch takes it out of ready when it leases from it, and place keeps a held one out.
-  local held, held_first = {}, {} -- ordered partitions this fetch took, and their first lease's record
+  local held = {}
   local turns = 0
   while taken < n and turns < 2 * n + 64 do
     ready_flush() -- the partitions the last turn sent to the tail or took out
@@ -91,13 +88,13 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
           redis.call('ZREM', K_READY, p)
           place(p, now)
         elseif is_ordered(p) then
-          held_first[#held + 1] = take(p, member, level, kp, next_score, 'o')
+          take(p, member, level, kp, next_score, true)
           -- With one level, the task behind the one taken is p's new head.
           if #levels == 1 then head_is(p, next_score) else head_is(p, false) end
           ready_del(p) -- held by this consumer until its leased tasks end
           held[#held + 1] = p
         else
-          take(p, member, level, kp, next_score, limit and '1')
+          take(p, member, level, kp, next_score, limit)
           local e = next_score
           if #levels > 1 then e = earliest(p) end
           head_is(p, e)
@@ -121,9 +118,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     while taken < n and run < maxrun do
       local member, level, kp, next_score = pick(p, now)
       if not member then break end
-      -- The run grows past one lease: acking its first no longer frees p by itself.
-      if run == 1 then redis.call('HSET', held_first[i], 'l', '1') end
-      take(p, member, level, kp, next_score, '1')
+      take(p, member, level, kp, next_score, true)
       head_is(p, false)
       run = run + 1
     end

@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,48 +84,22 @@ func measure(ctx context.Context, server string, w workload, calls int, keep str
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := redistest.FreePort()
+	valgrind := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out")}
+	s, err := redistest.StartUnder(valgrind, server, time.Minute)
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.CommandContext(ctx, "valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "callgrind.out"),
-		server, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
-	var stderr strings.Builder // valgrind's and the server's complaints, for an error
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	// exited is closed when the process has ended, so any number of waits see it.
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	client := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		ReadTimeout: time.Minute, MaxRetries: -1})
+	defer s.Stop()
+	client := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, MaxRetries: -1})
 	defer client.Close()
-	stop := func() {
-		_ = client.ShutdownNoSave(ctx).Err() // the server closes the connection: no reply to check
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	if err := waitReady(ctx, client, exited); err != nil {
-		stop()
-		return 0, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
 	control := func(op string) error {
-		out, err := exec.CommandContext(ctx, "callgrind_control", op, strconv.Itoa(cmd.Process.Pid)).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "callgrind_control", op, strconv.Itoa(s.Pid())).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("callgrind_control %s: %v: %s", op, err, out)
 		}
 		return nil
 	}
 	tasks, err := w.run(ctx, client, "instr", calls, control)
-	stop()
 	if err != nil {
 		return 0, err
 	}
@@ -141,23 +114,6 @@ func measure(ctx context.Context, server string, w workload, calls int, keep str
 		}
 	}
 	return float64(total) / float64(tasks), nil
-}
-
-// waitReady waits until the server answers PING; valgrind makes its start take seconds.
-func waitReady(ctx context.Context, c *redis.Client, exited <-chan struct{}) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if err := c.Ping(ctx).Err(); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server under valgrind did not answer: %w", err)
-		}
-		select {
-		case <-exited:
-			return errors.New("redis-server under valgrind exited")
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // readTotal returns the instructions a callgrind dump counted (its "summary:" line).
