@@ -14,12 +14,19 @@ func (MsgPack) Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
 
 // Unmarshal decodes data into v; it fails with ErrDecode for bytes that are not a msgpack value of
 // v's type, or that declare a string, map or array longer than the bytes they hold (which the
-// decoder would allocate before finding out).
+// decoder would allocate before finding out), including where the decoder reads an extension's
+// data as a map.
 func (MsgPack) Unmarshal(data []byte, v any) error {
-	if err := checkSizes(data); err != nil {
+	hasExt, err := checkSizes(data)
+	if err != nil {
 		return decodeError("msgpack", err)
 	}
-	if err := msgpack.Unmarshal(data, v); err != nil {
+	if hasExt {
+		err = unmarshalGuarded(data, v)
+	} else {
+		err = msgpack.Unmarshal(data, v)
+	}
+	if err != nil {
 		return decodeError("msgpack", err)
 	}
 	return nil
