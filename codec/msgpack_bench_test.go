@@ -9,8 +9,8 @@ import (
 )
 
 // BenchmarkMsgPackUnmarshal compares srq's checked decode with the library's own, for a payload
-// without an extension (size check, then the library) and one with a time.Time (size check, the
-// walk again with marks, then the library through the guarded reader).
+// without an extension (size check, then the library) and one with a time.Time (size check, then
+// the library reading through the guarded reader).
 func BenchmarkMsgPackUnmarshal(b *testing.B) {
 	type plain struct {
 		User  string

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +11,7 @@ import (
 
 // unmarshalGuarded decodes data, which holds an extension, into v through a guardedReader.
 func unmarshalGuarded(data []byte, v any) error {
-	codes := newBitset(len(data))
-	if _, err := walkValue(data, 0, codes); err != nil { // the walk checkSizes passed, now marking
-		return err
-	}
-	r := &guardedReader{data: data, codes: codes, lastCode: -1, unsure: -1}
+	r := &guardedReader{data: data, lastByte: -1, budget: len(data)}
 	dec := msgpack.GetDecoder()
 	dec.Reset(r) // as msgpack.Unmarshal does
 	err := dec.Decode(v)
@@ -22,66 +19,67 @@ func unmarshalGuarded(data []byte, v any) error {
 	return err
 }
 
-// guardedReader feeds the decoder a payload that holds an extension and checks the values the
-// decoder finds where checkSizes saw none.
+// errTooLong wraps the guard's refusals.
+var errTooLong = errors.New("msgpack: a length read from the payload exceeds it")
+
+// guardedReader feeds the decoder a payload that holds an extension and checks every 16- or 32-bit
+// length as the decoder reads it.
 //
 // checkSizes takes an extension's data as opaque bytes, but the decoder does not always: where the
-// destination is a map (map[string]any, for one) it skips an extension's header and reads its data
-// as the map, then reads on past the extension for the entries. So the 34 bytes
-// "\xd6\x30\xdf000…", a fixext4 whose data begin with a map32 header, made it allocate a map of
-// 0x30303030 entries. The extension cannot simply be refused: it is a valid time.Time, and about
-// 0.4 % of timestamps begin with that byte; only the destination type decides.
+// destination is a map (a map[string]any, or a map-typed field), it skips an extension's header
+// and reads its data as the map, then reads on past the extension for the entries. So the 34 bytes
+// "\xd6\x30\xdf000…", a fixext4 whose data begin with a map32 header, made it allocate a map of 808
+// million entries. The extension cannot simply be refused: it is a valid time.Time, and about
+// 0.4 % of timestamps begin with that byte; only the destination type decides how it is read.
 //
-// The decoder reads every code with ReadByte, then a 16- or 32-bit length with Read. So the reader
-// knows the walk that checkSizes made (the index of every code it read) and, when the decoder reads
-// with ReadByte a byte that is neither such a code nor part of the header of the code it read last,
-// checks the value that starts there with the same walk before handing the byte over. The decoder
-// never sees a length that walk would refuse, whatever it takes the bytes for. Honest payloads read
-// as they were written never start such a check, except through an extension decoder that reads its
-// data as msgpack values, whose check then passes.
+// So the reader checks lengths where the decoder takes them, whatever it takes the bytes for. The
+// decoder reads a code with ReadByte and then the code's 16- or 32-bit length with one Read of 2 or
+// 4 bytes. When a Read of that width follows the ReadByte of a code with a length of that width,
+// the length must fit in the bytes left, and a container's elements are charged to a budget of
+// len(data) for the whole payload, so that nested containers cannot each declare the rest of it:
+// all the maps and slices the decoder makes hold at most len(data) elements together. An honest
+// payload never reaches either limit, as every element takes a byte. The one pattern that looks
+// like a length and is not: a fixext2 or fixext4 (or an ext8 of 2 or 4 bytes) whose type byte is
+// one of the codes below, which are negative extension types, reserved by the msgpack spec; its
+// data are then checked as a length.
+//
+// Once it has refused, every later read fails too: the decoder drops some errors (a peek for nil)
+// and reads on.
 type guardedReader struct {
 	data     []byte
 	pos      int
-	codes    bitset // indexes read as codes by a walk that passed
-	lastCode int    // index of the code the decoder read last, or -1
-	unsure   int    // index of a byte let through as a header byte that may be a code, or -1
+	lastByte int   // index of the byte the last call, a ReadByte, returned; -1 otherwise
+	budget   int   // container elements still allowed
+	err      error // the refusal, once there is one
 }
 
-// errDiverged wraps the refusal of a value the decoder found inside an extension's data.
-var errDiverged = errors.New("msgpack: value read from an extension's data")
-
 func (r *guardedReader) ReadByte() (byte, error) {
-	q := r.pos
-	if q >= len(r.data) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.pos >= len(r.data) {
+		r.lastByte = -1
 		return 0, io.EOF
 	}
-	r.unsure = -1
-	switch {
-	case r.inHeader(q):
-		if r.data[r.lastCode] == 0xd4 && q == r.lastCode+2 {
-			// The data byte of a fixext1: an interned string's index (read with ReadByte), or the
-			// code of a value if the extension is read as a map; a Read of its length tells.
-			r.unsure = q
-		}
-	case r.codes.has(q):
-		r.lastCode = q
-	default:
-		if err := r.check(q); err != nil {
-			return 0, err
-		}
-		r.lastCode = q
-	}
+	r.lastByte = r.pos
 	r.pos++
-	return r.data[q], nil
+	return r.data[r.lastByte], nil
 }
 
 func (r *guardedReader) Read(p []byte) (int, error) {
-	if r.unsure >= 0 && r.pos == r.unsure+1 {
-		if err := r.check(r.unsure); err != nil {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if (len(p) == 2 || len(p) == 4) && r.lastByte >= 0 && r.lastByte == r.pos-1 {
+		if err := r.checkLength(r.lastByte, len(p)); err != nil {
+			r.err = err
 			return 0, err
 		}
 	}
-	r.unsure = -1
+	r.lastByte = -1
+	if len(p) == 0 {
+		return 0, nil
+	}
 	if r.pos >= len(r.data) {
 		return 0, io.EOF
 	}
@@ -90,44 +88,54 @@ func (r *guardedReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// UnreadByte steps back over the byte the last call, a ReadByte, returned (the decoder peeks at
+// codes so); it fails after any other call, so the reader never reads a length twice.
 func (r *guardedReader) UnreadByte() error {
-	if r.pos == 0 {
-		return errors.New("msgpack: UnreadByte at the start")
+	if r.err != nil {
+		return r.err
+	}
+	if r.lastByte < 0 || r.lastByte != r.pos-1 {
+		return errors.New("msgpack: UnreadByte not after ReadByte")
 	}
 	r.pos--
-	r.unsure = -1
+	r.lastByte = -1
 	return nil
 }
 
-// check walks the value at data[q], marking its codes, and refuses it if it declares more than the
-// payload holds.
-func (r *guardedReader) check(q int) error {
-	if _, err := walkValue(r.data, q, r.codes); err != nil {
-		return fmt.Errorf("%w: %w", errDiverged, err)
+// checkLength checks the length of width bytes after the code at index at, if the code has a
+// length of that width.
+func (r *guardedReader) checkLength(at, width int) error {
+	if len(r.data)-at-1 < width {
+		return nil // cut off: the decoder reports it
+	}
+	var n int
+	if width == 2 {
+		n = int(binary.BigEndian.Uint16(r.data[at+1:]))
+	} else {
+		n = int(binary.BigEndian.Uint32(r.data[at+1:]))
+	}
+	var elems, size int
+	switch c := r.data[at]; {
+	case width == 2 && c == 0xdc, width == 4 && c == 0xdd: // array16, array32
+		elems = n
+	case width == 2 && c == 0xde, width == 4 && c == 0xdf: // map16, map32
+		elems = 2 * n
+	case width == 2 && (c == 0xc5 || c == 0xda), width == 4 && (c == 0xc6 || c == 0xdb): // bin, str
+		size = n
+	case width == 2 && c == 0xc8, width == 4 && c == 0xc9: // ext16, ext32: a type byte, then data
+		size = n + 1
+	default:
+		return nil
+	}
+	left := len(r.data) - at - 1 - width
+	if size > left || elems > left {
+		return fmt.Errorf("%w: code 0x%02x at byte %d declares %d bytes and %d values, but %d bytes are left",
+			errTooLong, r.data[at], at, size, elems, left)
+	}
+	r.budget -= elems
+	if r.budget < 0 {
+		return fmt.Errorf("%w: the containers up to byte %d declare more values than the %d bytes can hold",
+			errTooLong, at, len(r.data))
 	}
 	return nil
-}
-
-// inHeader reports whether q is a header byte that the decoder reads with ReadByte after the code
-// at lastCode: the value of an 8-bit integer, an 8-bit length, an extension's length and type.
-func (r *guardedReader) inHeader(q int) bool {
-	if r.lastCode < 0 || q <= r.lastCode {
-		return false
-	}
-	n := 0
-	switch r.data[r.lastCode] {
-	case 0xcc, 0xd0, 0xc4, 0xd9: // uint8, int8, bin8, str8
-		n = 1
-	case 0xd4: // fixext1: type, and the data byte an interned string's index is read from
-		n = 2
-	case 0xd5, 0xd6, 0xd7, 0xd8: // fixext2 … fixext16: type
-		n = 1
-	case 0xc7: // ext8: length, type
-		n = 2
-	case 0xc8: // ext16
-		n = 3
-	case 0xc9: // ext32
-		n = 5
-	}
-	return q <= r.lastCode+n
 }

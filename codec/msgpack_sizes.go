@@ -6,8 +6,8 @@ import (
 )
 
 // checkSizes refuses msgpack data that declares more than it holds, before the decoder sees it,
-// and reports whether the data holds an extension (whose bytes the decoder may read in a way this
-// walk does not: see guardedReader).
+// and reports whether the data holds an extension, whose bytes the decoder may read in a way this
+// walk does not (see guardedReader).
 //
 // The decoder (vmihailenco/msgpack v5.4.1) makes a map or a slice of interface values with the
 // length its header declares: the 8 bytes "\xdf\x62\xe8\xf0\x41..." declare a map of 1.6 billion
@@ -15,22 +15,15 @@ import (
 // element takes at least one byte, so a length above the bytes left cannot be honest: with that
 // checked for every header, all the lengths together stay below len(data), and decoding allocates
 // in proportion to the payload.
-func checkSizes(data []byte) (hasExt bool, err error) {
-	return walkValue(data, 0, nil)
-}
-
-// walkValue checks the value that starts at data[start] as checkSizes describes. When codes is not
-// nil, it marks there the index of every code it reads.
 //
 // It counts the values still owed instead of keeping a stack, so nesting costs no memory: each
 // value read pays one, a container adds its elements (twice its entries for a map). It stops at
-// the end of the value, like the decoder, and leaves malformed codes and truncated data for the
-// decoder to report. An extension's data are opaque to it.
-func walkValue(data []byte, start int, codes bitset) (hasExt bool, err error) {
+// the end of the first value, like the decoder, and leaves malformed codes and truncated data for
+// the decoder to report. An extension's data are opaque to it.
+func checkSizes(data []byte) (hasExt bool, err error) {
 	owed := 1 // values still to read
-	for i := start; owed > 0 && i < len(data); {
+	for i := 0; owed > 0 && i < len(data); {
 		c := data[i]
-		codes.set(i)
 		i++
 		owed--
 		var size, elems int // bytes of payload after the header; values the container adds
@@ -113,16 +106,3 @@ func length(data []byte, i, n int) (v, next int, ok bool) {
 		return int(binary.BigEndian.Uint32(data[i:])), i + 4, true
 	}
 }
-
-// bitset is a set of byte indexes; a nil bitset holds nothing and ignores set.
-type bitset []uint64
-
-func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
-
-func (b bitset) set(i int) {
-	if b != nil {
-		b[i/64] |= 1 << (i % 64)
-	}
-}
-
-func (b bitset) has(i int) bool { return b != nil && b[i/64]&(1<<(i%64)) != 0 }
