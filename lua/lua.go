@@ -5,8 +5,10 @@
 //	-- @include name
 //
 // is replaced by the text of includes/name.lua, so helpers are written once, less the helpers the
-// script cannot reach (shake.go): each one kept costs every call of the script a closure. The
-// engine package loads the expanded scripts; this package is not a stable API.
+// script cannot reach (shake.go): each one kept costs every call of the script a closure. The key
+// names common.lua gives to KEYS entries are then replaced by the entries (aliases.go), so no
+// helper captures them. The engine package loads the expanded scripts; this package is not a
+// stable API.
 package lua
 
 import (
@@ -40,7 +42,8 @@ func Names() []string {
 }
 
 // Source returns the script called name with its includes expanded, each include without the
-// helpers (top-level "local function"s) that the script cannot reach (shake.go). It fails when the
+// helpers (top-level "local function"s) that the script cannot reach (shake.go), and its key names
+// replaced by the KEYS entries they name (aliases.go). It fails when the
 // script or one of its includes does not exist, or when an include includes another.
 func Source(name string) (string, error) {
 	raw, err := files.ReadFile(name + ".lua")
@@ -62,7 +65,7 @@ func Source(name string) (string, error) {
 	}
 	keep := shake(includeLine.ReplaceAllString(script, ""), includes)
 	i := 0
-	return includeLine.ReplaceAllStringFunc(script, func(string) string {
+	return inlineAliases(includeLine.ReplaceAllStringFunc(script, func(string) string {
 		var b strings.Builder
 		for _, c := range includes[i] {
 			if c.name == "" || keep[c.name] {
@@ -71,5 +74,5 @@ func Source(name string) (string, error) {
 		}
 		i++
 		return b.String()
-	}), nil
+	})), nil
 }
