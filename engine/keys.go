@@ -93,6 +93,10 @@ func (k Keys) QueuePause() string { return k.base + "qpause" }
 // PausedPartitions is the ZSET of paused partitions, scored by the ms they were paused.
 func (k Keys) PausedPartitions() string { return k.base + "ppause" }
 
+// Leases is the HASH of the leases of leased tasks: task id → fencing token (20 digits), 't' when
+// the task is in its partition's held set or 'u', then the consumer id.
+func (k Keys) Leases() string { return k.base + "leases" }
+
 // Task is the HASH holding task id's record.
 func (k Keys) Task(id string) string { return k.base + "t:" + id }
 
@@ -123,5 +127,5 @@ func (k Keys) RateLimit(name string) string { return k.base + "rl:" + name }
 // scriptKeys are the KEYS every script gets, in the order lua/includes/common.lua expects.
 func (k Keys) scriptKeys() []string {
 	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
-		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions()}
+		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
 }

@@ -90,6 +90,7 @@ func TestKeysNames(t *testing.T) {
 		{k.Consumers(), "srq:{q}:consumers"},
 		{k.QueuePause(), "srq:{q}:qpause"},
 		{k.PausedPartitions(), "srq:{q}:ppause"},
+		{k.Leases(), "srq:{q}:leases"},
 		{k.RateLimit("p:x"), "srq:{q}:rl:p:x"},
 		{k.Task("base:0"), "srq:{q}:t:base:0"},
 		{k.Task(""), "srq:{q}:t:"},
@@ -107,7 +108,7 @@ func TestKeysNames(t *testing.T) {
 		}
 	}
 	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
-		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions()}
+		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
 	if got := k.scriptKeys(); !slices.Equal(got, want) {
 		t.Errorf("scriptKeys() = %q, want %q (the order common.lua expects)", got, want)
 	}
@@ -421,7 +422,7 @@ func keysFixedTypes(k Keys) map[string]string {
 		k.Ready(): "zset", k.Sched(): "zset", k.Inflight(): "zset", k.Dead(): "zset",
 		k.Stats(): "hash", k.Seq(): "string", k.Wake(): "list", k.Dedup(): "zset", k.Ctl(): "set",
 		k.Depth(): "zset", k.Heads(): "zset", k.Consumers(): "zset", k.QueuePause(): "string",
-		k.PausedPartitions(): "zset",
+		k.PausedPartitions(): "zset", k.Leases(): "hash",
 	}
 }
 

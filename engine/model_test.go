@@ -1247,6 +1247,7 @@ func (r *modelRun) checkKeys() {
 		switch t.state {
 		case mLeased:
 			need[k.Inflight()] = true
+			need[k.Leases()] = true
 		case mDead:
 			need[k.Dead()] = true
 		}

@@ -13,19 +13,25 @@ local deadline = now + tonumber(ARGV[2])
 local deadline_s = int(deadline) -- formatted once, not per task (see int)
 local res = {deadline}
 local holders = {} -- consumers whose leases this call extended: they are alive
+local moved = {} -- deadline, id pairs for one ZADD XX to inflight
 
-for i = 3, #ARGV, 2 do
-  local id, token = ARGV[i], ARGV[i + 1]
-  local f = redis.call('HMGET', k_task(id), 'k', 'w')
-  local current = f[1]
-  if not current then
+local ids = {}
+for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local leases = leases_of(ids)
+
+for j = 1, #ids do
+  local id, token, v = ids[j], ARGV[2 + 2 * j], leases[j]
+  if not v then
     if redis.call('EXISTS', k_task(id)) == 1 then res[#res + 1] = STALE else res[#res + 1] = NOTFOUND end
-  elseif current ~= token then
+  elseif lease_token(v) ~= token then
     res[#res + 1] = STALE
   else
-    redis.call('ZADD', K_INFLIGHT, 'XX', deadline_s, id)
-    if f[2] and not holders[f[2]] then holders[f[2]] = true; seen_consumer(f[2], now) end
+    moved[#moved + 1] = deadline_s
+    moved[#moved + 1] = id
+    local holder = lease_consumer(v)
+    if not holders[holder] then holders[holder] = true; seen_consumer(holder, now) end
     res[#res + 1] = OK
   end
 end
+for i = 1, #moved, 1000 do redis.call('ZADD', K_INFLIGHT, 'XX', unpack(moved, i, math.min(i + 999, #moved))) end
 return res

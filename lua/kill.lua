@@ -17,15 +17,17 @@ local res, parts, seen = {}, {}, {}
 for i = 4, #ARGV, 3 do
   local id, token, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'k', 'p')
-  if not f[2] then
+  local p = redis.call('HGET', kt, 'p')
+  local v = redis.call('HGET', K_LEASES, id)
+  if not p then
     res[#res + 1] = NOTFOUND
-  elseif f[1] ~= token then
+  elseif not v or lease_token(v) ~= token then
     res[#res + 1] = STALE
   else
-    unlease(id, kt, f[2])
+    unlease(id, kt, p)
+    redis.call('HINCRBY', kt, 'a', 1) -- the delivery that ends here counts
     bury(id, kt, reason, now, maxcount, maxage)
-    if not seen[f[2]] then seen[f[2]] = true; parts[#parts + 1] = f[2] end
+    if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     res[#res + 1] = DEAD
   end
 end

@@ -26,11 +26,11 @@ local parts, seen = {}, {}
 local function give_back(id, p)
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'a', 'm')
-  local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0
+  local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0 -- deliveries ended before this one
   unlease(id, kt, p)
   redis.call('HINCRBY', kt, 'n', 1)
-  if counts == '0' then
-    attempts = attempts - 1
+  if counts ~= '0' then
+    attempts = attempts + 1
     redis.call('HSET', kt, 'a', attempts)
   end
   if max > 0 and attempts >= max then
@@ -48,8 +48,9 @@ for i = 1, #expired do
   if redis.call('ZSCORE', K_INFLIGHT, id) then
     local p = redis.call('HGET', k_task(id), 'p')
     if not p then
-      -- No record behind the lease: nothing to return, only the index entry to drop.
+      -- No record behind the lease: nothing to return, only the index entries to drop.
       redis.call('ZREM', K_INFLIGHT, id)
+      redis.call('HDEL', K_LEASES, id)
     else
       if is_ordered(p) then
         local group = redis.call('SMEMBERS', k_held(p))

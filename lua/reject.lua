@@ -47,9 +47,9 @@ local function take_back_later(id, kt, p, now)
     local other = k_task(held[i])
     local o1, o2, o3 = order_key(other)
     if later(o1, o2, o3, r1, r2, r3) then
-      local token = redis.call('HGET', other, 'k')
+      -- Its delivery never ran: its attempts field, which counts ended deliveries, stays.
+      local token = lease_token(redis.call('HGET', K_LEASES, held[i]))
       unlease(held[i], other, p)
-      redis.call('HINCRBY', other, 'a', -1)
       back(held[i], other, p, now, 0)
       took[held[i]] = token
       n = n + 1
@@ -61,16 +61,17 @@ end
 for i = 4, #ARGV, 5 do
   local id, token, delay, reason, counts = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'k', 'p', 'a', 'm')
-  if not f[2] then
+  local f = redis.call('HMGET', kt, 'p', 'a', 'm')
+  local lease = redis.call('HGET', K_LEASES, id)
+  if not f[1] then
     res[#res + 1] = NOTFOUND
   elseif took[id] == token then
     -- Taken back by an earlier item of this call: it is pending already, in its position. Apply
     -- this item's reason, attempt and delay, once.
     took[id] = nil
-    local p = f[2]
+    local p = f[1]
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
-    local attempts, max = tonumber(f[3]) or 0, tonumber(f[4]) or 0
+    local attempts, max = tonumber(f[2]) or 0, tonumber(f[3]) or 0
     if counts ~= '0' then
       attempts = redis.call('HINCRBY', kt, 'a', 1)
     end
@@ -93,14 +94,14 @@ for i = 4, #ARGV, 5 do
       rejected = rejected + 1
       res[#res + 1] = OK
     end
-  elseif f[1] ~= token then
+  elseif not lease or lease_token(lease) ~= token then
     res[#res + 1] = STALE
   else
-    local p = f[2]
-    local attempts, max = tonumber(f[3]) or 0, tonumber(f[4]) or 0
+    local p = f[1]
+    local attempts, max = tonumber(f[2]) or 0, tonumber(f[3]) or 0 -- deliveries ended before this one
     unlease(id, kt, p)
-    if counts == '0' then
-      attempts = attempts - 1
+    if counts ~= '0' then
+      attempts = attempts + 1
       redis.call('HSET', kt, 'a', attempts)
     end
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end

@@ -11,23 +11,31 @@ local function ack_tasks(now, window, first, last)
   local acked = 0
   local dedup = {} -- score, id pairs for one variadic ZADD to dedup
 
-  for i = first, last, 2 do
-    local id, token = ARGV[i], ARGV[i + 1]
+  local ids = {}
+  for i = first, last, 2 do ids[#ids + 1] = ARGV[i] end
+  local leases = leases_of(ids)
+
+  for j = 1, #ids do
+    local id, token, v = ids[j], ARGV[first + 2 * j - 1], leases[j]
     local kt = k_task(id)
-    local f = redis.call('HMGET', kt, 'k', 'p', 'l')
-    if not f[2] or seen_id[id] then
+    if seen_id[id] then
       res[#res + 1] = NOTFOUND -- a repeat of an id in this call finds it acked already
-    elseif f[1] ~= token then
+    elseif not v then
+      -- Not leased: a task that went back to pending or died is still there, an acked one is not.
+      if redis.call('EXISTS', kt) == 1 then res[#res + 1] = STALE else res[#res + 1] = NOTFOUND end
+    elseif lease_token(v) ~= token then
       res[#res + 1] = STALE
     else
-      local p = f[2]
       seen_id[id] = true
       done[#done + 1] = id
       keys[#keys + 1] = kt
       -- Only a task fetched from an ordered or limited partition is in its partition's held set.
-      if f[3] and redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
-        seen[p] = true
-        parts[#parts + 1] = p
+      if lease_tracked(v) then
+        local p = redis.call('HGET', kt, 'p')
+        if p and redis.call('SREM', k_held(p), id) == 1 and not seen[p] then
+          seen[p] = true
+          parts[#parts + 1] = p
+        end
       end
       if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
       acked = acked + 1
@@ -39,6 +47,7 @@ local function ack_tasks(now, window, first, last)
     local j = math.min(i + 999, #done)
     redis.call('DEL', unpack(keys, i, j))
     redis.call('ZREM', K_INFLIGHT, unpack(done, i, j))
+    redis.call('HDEL', K_LEASES, unpack(done, i, j))
   end
   if #dedup > 0 then bulk('ZADD', K_DEDUP, nil, dedup) end
   for i = 1, #parts do

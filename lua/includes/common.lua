@@ -15,6 +15,8 @@
 --   KEYS[12] consumers ZSET consumers seen recently; score = ms of their last fetch or extend
 --   KEYS[13] qpause  STRING present while the whole queue is paused; value = ms it was paused
 --   KEYS[14] ppause  ZSET   paused partitions; score = ms they were paused
+--   KEYS[15] leases  HASH   the lease of every leased task: task id -> fencing token (20 digits),
+--                           't' (tracked in its partition's held set) or 'u', then the consumer id
 -- ARGV[1] is the key base "<prefix>:{<queue>}:"; per-task and per-partition keys are built from it
 -- and share the queue's hash tag. The variable part (id or partition) always ends the key, after a
 -- fixed kind marker, so no id or partition can make two keys collide.
@@ -24,6 +26,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_DEPTH, K_HEADS, K_CONSUMERS, K_QPAUSE, K_PPAUSE = KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]
+local K_LEASES = KEYS[15]
 local BASE = ARGV[1]
 
 -- Result codes; engine/errors.go maps them to Go errors.
@@ -40,6 +43,26 @@ local K_PRIO = BASE .. 'prio'
 
 -- Ordered partitions are the keys that start with '!'.
 local function is_ordered(p) return string.byte(p, 1) == 33 end
+
+-- A lease, as K_LEASES holds it: the fencing token (next_seq's 20 digits), 't' when the task is in
+-- its partition's held set (an ordered or limited partition) or 'u', then the consumer id. The
+-- fields that change with every delivery live there, in one hash, rather than in the task's
+-- record: a fetch writes the leases of all its tasks with one HSET and an ack reads them with one
+-- HMGET, where a field of each record would cost a command per task (docs/data-model.md).
+local function lease_token(v) return string.sub(v, 1, 20) end
+local function lease_tracked(v) return string.byte(v, 21) == 116 end -- 't'
+local function lease_consumer(v) return string.sub(v, 22) end
+
+-- leases_of returns the leases of ids, in their order (false for an id without one), with one
+-- HMGET per 1000 ids (unpack fails past about 8000 values).
+local function leases_of(ids)
+  local out = {}
+  for i = 1, #ids, 1000 do
+    local part = redis.call('HMGET', K_LEASES, unpack(ids, i, math.min(i + 999, #ids)))
+    if i == 1 then out = part else for j = 1, #part do out[#out + 1] = part[j] end end
+  end
+  return out
+end
 
 -- int formats an integral number as a decimal string. A Lua number passed to redis.call is
 -- formatted with "%.17g" (snprintf: about 2,400 instructions under callgrind, three times

@@ -34,10 +34,13 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   local out = {now, deadline, 0}
   local taken = 0
   local leased = {} -- score, id pairs for one ZADD to inflight at the end
+  local leases = {} -- id, lease pairs for one HSET to K_LEASES at the end
+  local tail_tracked, tail_plain = 't' .. consumer, 'u' .. consumer -- a lease after its token
 
   -- take leases task member of level (pending set kp) of partition p; next_score is the score of
   -- the task behind it in that level, nil if none (the level empties). A tracked lease (ordered or
-  -- limited p) is added to the held set l:<p> and marked with the record's field l.
+  -- limited p) is added to the held set l:<p>. The record is only read: its attempts field counts
+  -- the deliveries that ended (the one leased now is the next), and the lease is kept in K_LEASES.
   local function take(p, member, level, kp, next_score, track)
     redis.call('ZREM', kp, member)
     if not next_score then level_gone(p, level) end
@@ -48,11 +51,12 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     local attempt = '1' -- a first attempt, the usual case, needs no formatting
     if f[1] then attempt = int(tonumber(f[1]) + 1) end
     local token = next_seq()
+    leases[#leases + 1] = id
     if track then
-      redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i', 'l', '1')
+      leases[#leases + 1] = token .. tail_tracked
       redis.call('SADD', k_held(p), id)
     else
-      redis.call('HSET', kt, 'a', attempt, 'k', token, 'w', consumer, 'S', 'i')
+      leases[#leases + 1] = token .. tail_plain
     end
     leased[#leased + 1] = deadline_s
     leased[#leased + 1] = id
@@ -125,6 +129,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   end
   -- In chunks: unpack fails past about 8000 values (a fetch of 4000 tasks).
   for i = 1, #leased, 1000 do redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased))) end
+  for i = 1, #leases, 1000 do redis.call('HSET', K_LEASES, unpack(leases, i, math.min(i + 999, #leases))) end
 
   stat('pending', -taken)
   -- Partitions this fetch sent to the back of ready were ready before it and wake nobody (ready_push

@@ -16,7 +16,7 @@ end
 local function unlease(id, kt, p)
   redis.call('ZREM', K_INFLIGHT, id)
   redis.call('SREM', k_held(p), id)
-  redis.call('HDEL', kt, 'k', 'w', 'l')
+  redis.call('HDEL', K_LEASES, id)
 end
 
 -- back returns an unleased task to pending: an ordered task to its exact position, with its
