@@ -48,7 +48,8 @@ local function take_back_later(id, kt, p, now)
     local o1, o2, o3 = order_key(other)
     if later(o1, o2, o3, r1, r2, r3) then
       -- Its delivery never ran: its attempts field, which counts ended deliveries, stays.
-      local token = lease_token(redis.call('HGET', K_LEASES, held[i]))
+      local lease = redis.call('HGET', K_LEASES, held[i])
+      local token = lease and lease_token(lease)
       unlease(held[i], other, p)
       back(held[i], other, p, now, 0)
       took[held[i]] = token
