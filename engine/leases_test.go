@@ -157,3 +157,41 @@ func TestBatchesBeyondOneChunk(t *testing.T) {
 	}
 	b.assertNoTaskKeys()
 }
+
+// TestTrackedLeaseWithAwkwardConsumer: a consumer id with ':' and multi-byte characters, holding a
+// tracked lease of a partition with ':' in its key, is read back whole from the lease, and the ack
+// releases the right partition.
+func TestTrackedLeaseWithAwkwardConsumer(t *testing.T) {
+	t.Parallel()
+	const consumer = "a:b:ü:1"
+	for _, p := range []partition.Key{partition.Ordered("x:ü"), "lim:1"} {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{})
+			if !p.IsOrdered() {
+				if err := b.eng.SetConcurrency(b.ctx, p, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.publish(Message{ID: "first", Partition: p}, Message{ID: "second", Partition: p})
+			ds := b.fetch(consumer, 1)
+			if len(ds) != 1 || ds[0].ID != "first" {
+				t.Fatalf("fetched %v, want the first task", ds)
+			}
+			if held := b.fetch("other", 1); len(held) != 0 {
+				t.Fatalf("fetched %v from a held partition", held)
+			}
+			ti, err := b.eng.Task(b.ctx, "first")
+			if err != nil || ti.Consumer != consumer || ti.State != StateLeased {
+				t.Fatalf("task %+v, %v", ti, err)
+			}
+			if errs, _, err := b.eng.Extend(b.ctx, []Receipt{ds[0].Receipt()}, time.Minute); err != nil || errs[0] != nil {
+				t.Fatalf("extend: %v %v", errs, err)
+			}
+			b.ack(ds...)
+			if ds := b.fetch("other", 1); len(ds) != 1 || ds[0].ID != "second" {
+				t.Fatalf("after the ack fetched %v, want the second task", ds)
+			}
+		})
+	}
+}
