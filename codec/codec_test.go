@@ -80,7 +80,7 @@ func FuzzDecodeNeverPanics(f *testing.F) {
 			var m map[string]any
 			if err := c.Unmarshal(data, &m); err == nil && c.Name() != "raw" {
 				// what decoded must encode again, and what encoded must decode (no honest payload
-				// is refused by the size check)
+				// is refused by the length checks)
 				again, err := c.Marshal(m)
 				if err != nil {
 					t.Fatalf("%s: decoded %v but cannot encode it: %v", c.Name(), m, err)
@@ -95,8 +95,8 @@ func FuzzDecodeNeverPanics(f *testing.F) {
 }
 
 // TestMsgPackRefusesLengthBombs: a header that declares more elements than the payload holds is
-// refused before decoding. The decoder would make a map or slice of the declared length first: the
-// map32 below (found by FuzzDecodeNeverPanics) made it allocate 24 GB and die.
+// refused when the decoder reads it. The decoder would make a map or slice of the declared length
+// first: the map32 below (found by FuzzDecodeNeverPanics) made it allocate 24 GB and die.
 func TestMsgPackRefusesLengthBombs(t *testing.T) {
 	bombs := map[string][]byte{
 		"map32 of 1.6e9 entries":     []byte("\xdfb\xe8\xf0A\xdd^\xc0"),

@@ -14,19 +14,9 @@ func (MsgPack) Marshal(v any) ([]byte, error) { return msgpack.Marshal(v) }
 
 // Unmarshal decodes data into v; it fails with ErrDecode for bytes that are not a msgpack value of
 // v's type, or that declare a string, map or array longer than the bytes they hold (which the
-// decoder would allocate before finding out), including where the decoder reads an extension's
-// data as a map.
+// decoder would allocate before finding out).
 func (MsgPack) Unmarshal(data []byte, v any) error {
-	hasExt, err := checkSizes(data)
-	if err != nil {
-		return decodeError("msgpack", err)
-	}
-	if hasExt {
-		err = unmarshalGuarded(data, v)
-	} else {
-		err = msgpack.Unmarshal(data, v)
-	}
-	if err != nil {
+	if err := unmarshalGuarded(data, v); err != nil {
 		return decodeError("msgpack", err)
 	}
 	return nil

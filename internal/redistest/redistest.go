@@ -82,17 +82,13 @@ func StartProcess(args ...string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: no redis-server on PATH: %w", err)
 	}
-	return startUnder(nil, bin, 0, args) // 0: start waits its default 10s
+	return StartUnder(nil, bin, 0, args...) // 0: start waits its default 10s
 }
 
 // StartUnder starts the redis-server binary bin as StartProcess does, run by launcher (a command
 // and its options, such as valgrind's), and waits up to wait for it to answer: a launcher can
 // make the start take seconds.
 func StartUnder(launcher []string, bin string, wait time.Duration, args ...string) (*Server, error) {
-	return startUnder(launcher, bin, wait, args)
-}
-
-func startUnder(launcher []string, bin string, wait time.Duration, args []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "srq-redis-*")
 	if err != nil {
 		return nil, err

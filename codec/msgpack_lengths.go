@@ -9,7 +9,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// unmarshalGuarded decodes data, which holds an extension, into v through a guardedReader.
+// unmarshalGuarded decodes data into v as msgpack.Unmarshal does, through a guardedReader.
 func unmarshalGuarded(data []byte, v any) error {
 	r := &guardedReader{data: data, lastByte: -1, budget: len(data)}
 	dec := msgpack.GetDecoder()
@@ -22,26 +22,31 @@ func unmarshalGuarded(data []byte, v any) error {
 // errTooLong wraps the guard's refusals.
 var errTooLong = errors.New("msgpack: a length read from the payload exceeds it")
 
-// guardedReader feeds the decoder a payload that holds an extension and checks every 16- or 32-bit
-// length as the decoder reads it.
+// guardedReader feeds the decoder a payload and checks every 16- or 32-bit length as the decoder
+// reads it.
 //
-// checkSizes takes an extension's data as opaque bytes, but the decoder does not always: where the
-// destination is a map (a map[string]any, or a map-typed field), it skips an extension's header
-// and reads its data as the map, then reads on past the extension for the entries. So the 34 bytes
-// "\xd6\x30\xdf000…", a fixext4 whose data begin with a map32 header, made it allocate a map of 808
-// million entries. The extension cannot simply be refused: it is a valid time.Time, and about
-// 0.4 % of timestamps begin with that byte; only the destination type decides how it is read.
+// The decoder (vmihailenco/msgpack v5.4.1) makes a map or a slice of interface values with the
+// length a header declares, before it reads the elements: the 8 bytes "\xdf\x62\xe8\xf0\x41..."
+// declare a map of 1.6 billion entries, and decoding them into a map[string]any took 24 GB before
+// the process died. A walk over the payload as msgpack lays it out cannot catch every such header:
+// where the destination is a map (a map[string]any, or a map-typed field), the decoder skips an
+// extension's header and reads its data as the map, then reads on past the extension for the
+// entries, so the 34 bytes "\xd6\x30\xdf000…", a fixext4 whose data begin with a map32 header,
+// made it allocate a map of 808 million entries. The extension cannot simply be refused: it is a
+// valid time.Time, and about 0.4 % of timestamps begin with that byte; only the destination type
+// decides how it is read.
 //
 // So the reader checks lengths where the decoder takes them, whatever it takes the bytes for. The
 // decoder reads a code with ReadByte and then the code's 16- or 32-bit length with one Read of 2 or
 // 4 bytes. When a Read of that width follows the ReadByte of a code with a length of that width,
 // the length must fit in the bytes left, and a container's elements are charged to a budget of
 // len(data) for the whole payload, so that nested containers cannot each declare the rest of it:
-// all the maps and slices the decoder makes hold at most len(data) elements together. An honest
-// payload never reaches either limit, as every element takes a byte. The one pattern that looks
-// like a length and is not: a fixext2 or fixext4 (or an ext8 of 2 or 4 bytes) whose type byte is
-// one of the codes below, which are negative extension types, reserved by the msgpack spec; its
-// data are then checked as a length.
+// all the maps and slices the decoder makes hold at most len(data) elements together (plus at most
+// 15 for each fixmap or fixarray, which takes a byte), and decoding allocates in proportion to the
+// payload. An honest payload never reaches either limit, as every element takes a byte. The one
+// pattern that looks like a length and is not: a fixext2 or fixext4 (or an ext8 of 2 or 4 bytes)
+// whose type byte is one of the codes below, which are negative extension types, reserved by the
+// msgpack spec; its data are then checked as a length.
 //
 // Once it has refused, every later read fails too: the decoder drops some errors (a peek for nil)
 // and reads on.
