@@ -1,0 +1,208 @@
+package bench
+
+// BenchmarkFloor measures, on the machine and Redis the targets run on, what each target's shape
+// allows before srq does any work of its own: the round trips and the least data-structure work of
+// the data model, sent by go-redis without a script. srq is not involved. Run beside the targets
+// (same binary, same server, same minutes), the ratio srq / floor says how much of a gap is the
+// machine and how much is srq, which absolute figures on a noisy shared VM cannot.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/internal/redistest"
+)
+
+// floorKeys are the names of a floor benchmark's keys: records t:<i> and pending sets p:<part>,
+// under one hash tag as srq's are.
+type floorKeys struct{ base string }
+
+func newFloorKeys(b *testing.B, c redis.UniversalClient) floorKeys {
+	base := "srqfloor:{" + redistest.Queue(b) + "}:"
+	b.Cleanup(func() {
+		if err := redistest.DropKeys(context.Background(), c, base); err != nil {
+			b.Error(err)
+		}
+	})
+	return floorKeys{base}
+}
+
+func (k floorKeys) task(i int) string    { return k.base + "t:" + strconv.Itoa(i) }
+func (k floorKeys) pending(p int) string { return k.base + "p:" + strconv.Itoa(p) }
+
+// member is a pending-set member as srq writes one: a 20-digit sequence number and the id.
+func (k floorKeys) member(i int) string { return fmt.Sprintf("%020d%d", i, i) }
+
+// addTask queues the least a publish writes: a record of srq's five usual fields and a pending
+// entry in partition i % 100.
+func (k floorKeys) addTask(pipe redis.Pipeliner, ctx context.Context, i int, now string) {
+	pipe.HSet(ctx, k.task(i), "d", payload20, "p", strconv.Itoa(i%100), "s", k.member(i)[:20], "t", now, "c", now)
+	pipe.ZAdd(ctx, k.pending(i%100), redis.Z{Score: float64(i), Member: k.member(i)})
+}
+
+// BenchmarkFloor: the floors of the targets' shapes (see the file comment).
+//   - publish-1: one EVALSHA of "return 1" per call with a publish's 15 keys and 10 arguments, one
+//     connection: the most single publishes per second any script-based queue reaches here.
+//   - publish-100: a record HSET and a pending ZADD per task, 100 tasks per pipeline: a batch
+//     publish's writes with no duplicate check, no indexes and no script; publish-100-script the
+//     same writes from a script, one call per 100 tasks, as srq sends a batch.
+//   - consume/consumers-1 and /consumers-8: consumers taking 5 tasks at a time in two round trips,
+//     as ConsumePrefetch/prefetch-5 and ConsumeParallel/consumers-8 do: one pipeline of ZREM from
+//     the pending set and HGETALL of the record per task (the fetch), one of DEL per task (the ack).
+//     Tasks are handed out by a counter in the process: no leases, no fencing, no order.
+func BenchmarkFloor(b *testing.B) {
+	b.Run("publish-1", func(b *testing.B) {
+		c := redistest.Client(b)
+		ctx := context.Background()
+		k := newFloorKeys(b, c)
+		script := redis.NewScript("return 1")
+		keys := make([]string, 15)
+		for i := range keys {
+			keys[i] = k.base + strconv.Itoa(i)
+		}
+		args := []any{k.base, 0, "id", "0", "0", "0", "0", "0", "", payload20}
+		if err := script.Load(ctx, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+		cost := startCost(b, c)
+		b.ResetTimer()
+		for range b.N {
+			if err := script.EvalSha(ctx, c, keys, args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		cost.report(b, c, b.N)
+	})
+	b.Run("publish-100", func(b *testing.B) {
+		c := redistest.Client(b)
+		ctx := context.Background()
+		k := newFloorKeys(b, c)
+		now := "1700000000000"
+		cost := startCost(b, c)
+		b.ResetTimer()
+		for i := range b.N {
+			pipe := c.Pipeline()
+			for j := range 100 {
+				k.addTask(pipe, ctx, 100*i+j, now)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "tasks/s")
+		cost.report(b, c, 100*b.N)
+	})
+	b.Run("publish-100-script", func(b *testing.B) {
+		c := redistest.Client(b)
+		ctx := context.Background()
+		k := newFloorKeys(b, c)
+		// The same writes in one script call per 100 tasks, as srq sends a batch: ARGV holds 3 per
+		// task (id, partition, payload).
+		script := redis.NewScript(`
+local base, now = KEYS[1], ARGV[1]
+for i = 2, #ARGV, 3 do
+  local id, p = ARGV[i], ARGV[i + 1]
+  local s = string.format('%020d', tonumber(id))
+  redis.call('HSET', base .. 't:' .. id, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now, 'c', now)
+  redis.call('ZADD', base .. 'p:' .. p, now, s .. id)
+end
+return 1`)
+		if err := script.Load(ctx, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+		args := make([]any, 1, 301)
+		args[0] = "1700000000000"
+		cost := startCost(b, c)
+		b.ResetTimer()
+		for i := range b.N {
+			args = args[:1]
+			for j := range 100 {
+				id := 100*i + j
+				args = append(args, id, id%100, payload20)
+			}
+			if err := script.EvalSha(ctx, c, []string{k.base}, args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "tasks/s")
+		cost.report(b, c, 100*b.N)
+	})
+	b.Run("consume", func(b *testing.B) {
+		for _, consumers := range []int{1, 8} {
+			b.Run(fmt.Sprintf("consumers-%d", consumers), func(b *testing.B) { floorConsume(b, consumers) })
+		}
+	})
+}
+
+// floorConsume seeds b.N tasks and has consumers take them 5 at a time (see BenchmarkFloor).
+func floorConsume(b *testing.B, consumers int) {
+	c := redistest.Client(b)
+	ctx := context.Background()
+	k := newFloorKeys(b, c)
+	for i := 0; i < b.N; i += 1000 {
+		pipe := c.Pipeline()
+		for j := i; j < min(i+1000, b.N); j++ {
+			k.addTask(pipe, ctx, j, "1700000000000")
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64 // the next task not handed out
+	errs := make(chan error, consumers)
+	var wg sync.WaitGroup
+	cost := startCost(b, c)
+	b.ResetTimer()
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				from := int(next.Add(5)) - 5
+				if from >= b.N {
+					return
+				}
+				to := min(from+5, b.N)
+				fetch := c.Pipeline()
+				for i := from; i < to; i++ {
+					fetch.ZRem(ctx, k.pending(i%100), k.member(i))
+					fetch.HGetAll(ctx, k.task(i))
+				}
+				cmds, err := fetch.Exec(ctx)
+				if err == nil && len(cmds[1].(*redis.MapStringStringCmd).Val()) != 5 {
+					err = fmt.Errorf("task %d: record %v", from, cmds[1])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				ack := c.Pipeline()
+				for i := from; i < to; i++ {
+					ack.Del(ctx, k.task(i))
+				}
+				if _, err := ack.Exec(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+	cost.report(b, c, b.N)
+}
