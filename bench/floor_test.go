@@ -103,7 +103,6 @@ func BenchmarkFloor(b *testing.B) {
 	})
 	b.Run("publish-100-script", func(b *testing.B) {
 		c := redistest.Client(b)
-		ctx := context.Background()
 		k := newFloorKeys(b, c)
 		// The same writes in one script call per 100 tasks, as srq sends a batch: ARGV holds 3 per
 		// task (id, partition, payload).
@@ -116,26 +115,9 @@ for i = 2, #ARGV, 3 do
   redis.call('ZADD', base .. 'p:' .. p, now, s .. id)
 end
 return 1`)
-		if err := script.Load(ctx, c).Err(); err != nil {
-			b.Fatal(err)
-		}
-		args := make([]any, 1, 301)
-		args[0] = "1700000000000"
-		cost := startCost(b, c)
-		b.ResetTimer()
-		for i := range b.N {
-			args = args[:1]
-			for j := range 100 {
-				id := 100*i + j
-				args = append(args, id, id%100, payload20)
-			}
-			if err := script.EvalSha(ctx, c, []string{k.base}, args...).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "tasks/s")
-		cost.report(b, c, 100*b.N)
+		scriptBatches(b, c, script, k.base, func(args []any, id int) []any {
+			return append(args, id, id%100, payload20)
+		})
 	})
 	b.Run("consume", func(b *testing.B) {
 		for _, consumers := range []int{1, 8} {
@@ -205,4 +187,95 @@ func floorConsume(b *testing.B, consumers int) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 	cost.report(b, c, b.N)
+}
+
+// BenchmarkRecordLayout measures what the task record's layout costs a script, to size the packed
+// record of docs/benchmarks.md sections 3.5 and 6: srq's record is a hash read with an 8-field HMGET at
+// fetch and written with EXISTS and HSET at publish; a packed string would be one GET and one SET
+// NX. Each script call handles 5 tasks (read, as a fetch does after its ZRANGE) or 100 (write, as a
+// batch publish does); compare redis-µs/task of hash and string. srq is not involved.
+func BenchmarkRecordLayout(b *testing.B) {
+	const read = `
+local out = {}
+for i = 1, 5 do
+  local h = redis.call('ZRANGE', KEYS[1] .. 'p:' .. ((tonumber(ARGV[1]) + i) %% 100), 0, 1, 'WITHSCORES')
+  local id = string.sub(h[1], 21)
+  %s
+end
+return out`
+	const write = `
+for i = 2, #ARGV do
+  local k, now = KEYS[1] .. 't:' .. ARGV[i], ARGV[1]
+  %s
+end
+return 1`
+	layouts := []struct {
+		name, read, write string
+	}{
+		{"hash",
+			`local f = redis.call('HMGET', KEYS[1] .. 't:' .. id, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
+  out[#out + 1] = {id, '1', 'p', '0', '1', f[2] or 0, f[3] or 0, f[4] or 0, f[5] or '', f[6] or '', f[7] or 0, f[8] or ''}`,
+			`if redis.call('EXISTS', k) == 0 then
+    redis.call('HSET', k, 'd', 'twenty bytes payload', 'p', '17', 's', '00000000000000000001', 't', now, 'c', now)
+  end`},
+		{"string",
+			`out[#out + 1] = {id, '1', 'p', '0', redis.call('GET', KEYS[1] .. 's:' .. id)}`,
+			`redis.call('SET', k, '\020twenty bytes payload\00217' .. '00000000000000000001' .. now .. now, 'NX')`},
+	}
+	ctx := context.Background()
+	for _, l := range layouts {
+		b.Run("read/"+l.name, func(b *testing.B) {
+			c := redistest.Client(b)
+			k := newFloorKeys(b, c)
+			pipe := c.Pipeline()
+			for i := range 300 {
+				k.addTask(pipe, ctx, i, "1700000000000")
+				pipe.Set(ctx, k.base+"s:"+strconv.Itoa(i), "\x14twenty bytes payload\x0217000000000000000000011700000000000", 0)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			script := redis.NewScript(fmt.Sprintf(read, l.read))
+			cost := startCost(b, c)
+			b.ResetTimer()
+			for i := range b.N {
+				if err := script.Run(ctx, c, []string{k.base}, i).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			cost.report(b, c, 5*b.N)
+		})
+		b.Run("write/"+l.name, func(b *testing.B) {
+			c := redistest.Client(b)
+			k := newFloorKeys(b, c)
+			script := redis.NewScript(fmt.Sprintf(write, l.write))
+			scriptBatches(b, c, script, k.base, func(args []any, id int) []any { return append(args, id) })
+		})
+	}
+}
+
+// scriptBatches calls script b.N times with KEYS[1] = base and ARGV = a time in ms followed by
+// what add appends for each of 100 task ids, and reports tasks/s and the Redis cost per task.
+func scriptBatches(b *testing.B, c redis.UniversalClient, script *redis.Script, base string, add func(args []any, id int) []any) {
+	ctx := context.Background()
+	if err := script.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	args := make([]any, 1, 301)
+	args[0] = "1700000000000"
+	cost := startCost(b, c)
+	b.ResetTimer()
+	for i := range b.N {
+		args = args[:1]
+		for j := range 100 {
+			args = add(args, 100*i+j)
+		}
+		if err := script.EvalSha(ctx, c, []string{base}, args...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "tasks/s")
+	cost.report(b, c, 100*b.N)
 }
