@@ -24,56 +24,87 @@ type payload struct {
 func BenchmarkEndToEnd(b *testing.B) {
 	for _, ordered := range []bool{false, true} {
 		b.Run(fmt.Sprintf("ordered=%v", ordered), func(b *testing.B) {
-			c := redistest.Client(b)
-			q, err := srq.NewQueue[payload](c, srq.QueueConfig{Name: redistest.Queue(b)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var done atomic.Int64
-			all := make(chan struct{})
-			n := int64(b.N)
-			h := srq.HandlerFunc[payload](func(context.Context, *srq.Task[payload]) error {
-				if done.Add(1) == n {
-					close(all)
-				}
-				return nil
-			})
-			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 8,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			cost := startCost(b, c)
-			b.ResetTimer()
-			go func() { ran <- w.Run(ctx) }()
-			for i := 0; i < b.N; i += 100 {
-				batch := make([]srq.Message[payload], 0, 100)
-				for j := i; j < min(i+100, b.N); j++ {
-					o := srq.PublishOpts{Partition: fmt.Sprint(j % 1000), Ordered: ordered}
-					batch = append(batch, srq.Message[payload]{Value: payload{User: o.Partition, Seq: j, Body: "twenty bytes of body"}, Opts: o})
-				}
-				if _, err := q.PublishBatch(ctx, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			select {
-			case <-all:
-			case <-time.After(5 * time.Minute):
-				b.Fatalf("processed %d of %d", done.Load(), n)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
-			cost.report(b, c, b.N)
-			cancel()
-			if err := <-ran; err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.Del(context.Background(), q.Engine().Keys().Stats(), q.Engine().Keys().Seq(),
-				q.Engine().Keys().Wake()).Result(); err != nil {
-				b.Fatal(err)
-			}
+			q := newTypedQueue(b)
+			runWorker(b, q, 8, func(ctx context.Context) { publishTyped(ctx, b, q, b.N, 1000, ordered) })
 		})
+	}
+}
+
+// BenchmarkConsumeWorker measures consuming with srq's pool: a worker with 8 no-op handlers
+// (Concurrency 8, the default Prefetch of 8) processes b.N tasks published before the timer starts
+// over 100 unordered partitions. Where ConsumeParallel/consumers-8 has 8 consumers each fetching
+// and acking 5 on their own, the worker fetches for its free slots and acks in batches.
+func BenchmarkConsumeWorker(b *testing.B) {
+	b.Run("concurrency-8", func(b *testing.B) {
+		q := newTypedQueue(b)
+		publishTyped(context.Background(), b, q, b.N, 100, false)
+		runWorker(b, q, 8, nil)
+	})
+}
+
+// newTypedQueue returns a typed queue on a fresh queue of the benchmark Redis.
+func newTypedQueue(b *testing.B) *srq.Queue[payload] {
+	q, err := srq.NewQueue[payload](redistest.Client(b), srq.QueueConfig{Name: redistest.Queue(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return q
+}
+
+// publishTyped publishes n tasks over parts partitions in batches of 100.
+func publishTyped(ctx context.Context, b *testing.B, q *srq.Queue[payload], n, parts int, ordered bool) {
+	for i := 0; i < n; i += 100 {
+		batch := make([]srq.Message[payload], 0, 100)
+		for j := i; j < min(i+100, n); j++ {
+			o := srq.PublishOpts{Partition: fmt.Sprint(j % parts), Ordered: ordered}
+			batch = append(batch, srq.Message[payload]{Value: payload{User: o.Partition, Seq: j, Body: "twenty bytes of body"}, Opts: o})
+		}
+		if _, err := q.PublishBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// runWorker times a worker with concurrency no-op handlers until it has processed b.N tasks,
+// running publish (if not nil) beside it, and reports tasks/s and the Redis cost per task.
+func runWorker(b *testing.B, q *srq.Queue[payload], concurrency int, publish func(context.Context)) {
+	c := q.Engine().Client()
+	var done atomic.Int64
+	all := make(chan struct{})
+	n := int64(b.N)
+	h := srq.HandlerFunc[payload](func(context.Context, *srq.Task[payload]) error {
+		if done.Add(1) == n {
+			close(all)
+		}
+		return nil
+	})
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: concurrency,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	cost := startCost(b, c)
+	b.ResetTimer()
+	go func() { ran <- w.Run(ctx) }()
+	if publish != nil {
+		publish(ctx)
+	}
+	select {
+	case <-all:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("processed %d of %d", done.Load(), n)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+	cost.report(b, c, b.N)
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Del(context.Background(), q.Engine().Keys().Stats(), q.Engine().Keys().Seq(),
+		q.Engine().Keys().Wake()).Result(); err != nil {
+		b.Fatal(err)
 	}
 }
