@@ -2,7 +2,7 @@ package bench
 
 // BenchmarkFloor measures, on the machine and Redis the targets run on, what each target's shape
 // allows before srq does any work of its own: the round trips and the least data-structure work of
-// the data model, sent by go-redis without a script. srq is not involved. Run beside the targets
+// the data model, sent by go-redis by pipeline or by the smallest script. srq is not involved. Run beside the targets
 // (same binary, same server, same minutes), the ratio srq / floor says how much of a gap is the
 // machine and how much is srq, which absolute figures on a noisy shared VM cannot.
 
@@ -41,7 +41,7 @@ func (k floorKeys) member(i int) string { return fmt.Sprintf("%020d%d", i, i) }
 
 // addTask queues the least a publish writes: a record of srq's five usual fields and a pending
 // entry in partition i % 100.
-func (k floorKeys) addTask(pipe redis.Pipeliner, ctx context.Context, i int, now string) {
+func (k floorKeys) addTask(ctx context.Context, pipe redis.Pipeliner, i int, now string) {
 	pipe.HSet(ctx, k.task(i), "d", payload20, "p", strconv.Itoa(i%100), "s", k.member(i)[:20], "t", now, "c", now)
 	pipe.ZAdd(ctx, k.pending(i%100), redis.Z{Score: float64(i), Member: k.member(i)})
 }
@@ -91,7 +91,7 @@ func BenchmarkFloor(b *testing.B) {
 		for i := range b.N {
 			pipe := c.Pipeline()
 			for j := range 100 {
-				k.addTask(pipe, ctx, 100*i+j, now)
+				k.addTask(ctx, pipe, 100*i+j, now)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
@@ -134,7 +134,7 @@ func floorConsume(b *testing.B, consumers int) {
 	for i := 0; i < b.N; i += 1000 {
 		pipe := c.Pipeline()
 		for j := i; j < min(i+1000, b.N); j++ {
-			k.addTask(pipe, ctx, j, "1700000000000")
+			k.addTask(ctx, pipe, j, "1700000000000")
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
@@ -229,7 +229,7 @@ return 1`
 			k := newFloorKeys(b, c)
 			pipe := c.Pipeline()
 			for i := range 300 {
-				k.addTask(pipe, ctx, i, "1700000000000")
+				k.addTask(ctx, pipe, i, "1700000000000")
 				pipe.Set(ctx, k.base+"s:"+strconv.Itoa(i), "\x14twenty bytes payload\x0217000000000000000000011700000000000", 0)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
