@@ -42,12 +42,14 @@ func BenchmarkConsumeWorker(b *testing.B) {
 	})
 }
 
-// newTypedQueue returns a typed queue on a fresh queue of the benchmark Redis.
+// newTypedQueue returns a typed queue on a fresh queue of the benchmark Redis; its keys are
+// removed after.
 func newTypedQueue(b *testing.B) *srq.Queue[payload] {
 	q, err := srq.NewQueue[payload](redistest.Client(b), srq.QueueConfig{Name: redistest.Queue(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { dropQueue(b, q.Engine()) })
 	return q
 }
 
@@ -101,10 +103,6 @@ func runWorker(b *testing.B, q *srq.Queue[payload], concurrency int, publish fun
 	cost.report(b, c, b.N)
 	cancel()
 	if err := <-ran; err != nil {
-		b.Fatal(err)
-	}
-	if _, err := c.Del(context.Background(), q.Engine().Keys().Stats(), q.Engine().Keys().Seq(),
-		q.Engine().Keys().Wake()).Result(); err != nil {
 		b.Fatal(err)
 	}
 }

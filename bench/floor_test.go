@@ -42,8 +42,9 @@ func (k floorKeys) member(i int) string { return fmt.Sprintf("%020d%d", i, i) }
 // addTask queues the least a publish writes: a record of srq's five usual fields and a pending
 // entry in partition i % 100.
 func (k floorKeys) addTask(ctx context.Context, pipe redis.Pipeliner, i int, now string) {
-	pipe.HSet(ctx, k.task(i), "d", payload20, "p", strconv.Itoa(i%100), "s", k.member(i)[:20], "t", now, "c", now)
-	pipe.ZAdd(ctx, k.pending(i%100), redis.Z{Score: float64(i), Member: k.member(i)})
+	m := k.member(i)
+	pipe.HSet(ctx, k.task(i), "d", payload20, "p", strconv.Itoa(i%100), "s", m[:20], "t", now, "c", now)
+	pipe.ZAdd(ctx, k.pending(i%100), redis.Z{Score: float64(i), Member: m})
 }
 
 // BenchmarkFloor: the floors of the targets' shapes (see the file comment).
