@@ -15,6 +15,7 @@ const (
 	DefaultRecoverChunk       = 500
 	DefaultMaxPayloadBytes    = 4 << 20
 	DefaultMaxBlock           = time.Second
+	DefaultMaxMerge           = 32
 )
 
 // Limits on what one task may carry.
@@ -62,6 +63,12 @@ type Config struct {
 	// context again, so it bounds how late a cancellation is noticed. Default 1s; keep it below the
 	// client's ReadTimeout.
 	MaxBlock time.Duration
+	// MaxMerge is the most concurrent calls (Ack, Fetch, FetchNext, FetchWait's fetches and
+	// AckFetch) the engine merges into one script call: calls that arrive while one is in flight
+	// wait for it and then go out together, sharing a round trip and a script's fixed cost (see
+	// merge.go for what a merged call means for each caller). Default 32; 1 sends every call on
+	// its own.
+	MaxMerge int
 }
 
 // Engine runs one queue's scripts over a go-redis client (single node, Sentinel or Cluster). It is
@@ -71,6 +78,7 @@ type Engine struct {
 	cfg        Config
 	keys       Keys
 	scriptKeys []string
+	merge      merger
 }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
@@ -85,6 +93,7 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	cfg.RecoverChunk = cmp.Or(cfg.RecoverChunk, DefaultRecoverChunk)
 	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	cfg.MaxBlock = cmp.Or(cfg.MaxBlock, DefaultMaxBlock)
+	cfg.MaxMerge = cmp.Or(cfg.MaxMerge, DefaultMaxMerge)
 	switch {
 	case cfg.DedupWindow < 0:
 		return nil, invalidf("negative DedupWindow %v", cfg.DedupWindow)
@@ -94,6 +103,8 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 		return nil, invalidf("negative MaxOrderedRun %d", cfg.MaxOrderedRun)
 	case cfg.MaxPayloadBytes < 0:
 		return nil, invalidf("negative MaxPayloadBytes %d", cfg.MaxPayloadBytes)
+	case cfg.MaxMerge < 0:
+		return nil, invalidf("negative MaxMerge %d", cfg.MaxMerge)
 	case cfg.MaxBlock < time.Millisecond:
 		return nil, invalidf("MaxBlock %v is below 1ms", cfg.MaxBlock)
 	}

@@ -148,24 +148,16 @@ func (e *Engine) blockWoken(ctx context.Context, d time.Duration) (bool, error) 
 	return true, nil
 }
 
-// fetch runs fetch.lua once; nextDue is how long until delayed work is due (-1: none).
+// fetch runs one fetch, merged with concurrent calls (merge.go); nextDue is how long until delayed
+// work is due (-1: none).
 func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, time.Duration, error) {
 	run, err := e.fetchRun(consumer, n, lease)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	sent := time.Now()
-	// Once sent, the fetch is not cut off by ctx (a client with ContextTimeoutEnabled would stop
-	// reading at ctx's deadline): the tasks it leased would be lost to the caller and stay leased
-	// until their leases expire. The client's own timeouts still bound the call.
-	res, err := e.run(context.WithoutCancel(ctx), scriptFetch, consumer, n, lease.Milliseconds(), run)
-	if err != nil {
-		return nil, 0, err
-	}
-	return parseFetch(res, sent, lease)
+	o := &op{consumer: consumer, n: n, run: run, lease: lease}
+	e.do(ctx, o)
+	return o.ds, o.nextDue, o.err
 }
 
 // fetchRun checks a fetch's arguments and returns the longest run of one ordered partition it may
@@ -227,29 +219,12 @@ func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n 
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, 0, err
+	o := &op{acks: rs, consumer: consumer, n: n, run: run, lease: lease}
+	e.do(ctx, o)
+	if o.err != nil {
+		return nil, nil, 0, o.err
 	}
-	args := appendReceipts([]any{e.cfg.DedupWindow.Milliseconds(), consumer, n, lease.Milliseconds(), run}, rs)
-	sent := time.Now()
-	// Not cut off by ctx once sent, as fetch is not.
-	res, err := e.run(context.WithoutCancel(ctx), scriptAckFetch, args...)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	parts, err := replySlice(res)
-	if err != nil || len(parts) != 2 {
-		return nil, nil, 0, fmt.Errorf("srq: ack and fetch: malformed reply %v", res)
-	}
-	codes, err := replyCodes(parts[0], len(rs))
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	ds, nextDue, err := parseFetch(parts[1], sent, lease)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	return codesToErrors(codes), ds, nextDue, nil
+	return o.errs, o.ds, o.nextDue, nil
 }
 
 // parseDelivery reads one task row of fetch.lua: {id, token, partition, priority, attempt, max

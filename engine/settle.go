@@ -15,7 +15,9 @@ func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	return e.runCodes(ctx, scriptAck, len(rs), appendReceipts([]any{e.cfg.DedupWindow.Milliseconds()}, rs))
+	o := &op{acks: rs}
+	e.do(ctx, o)
+	return o.errs, o.err
 }
 
 // appendReceipts appends the script arguments of rs to args: id and token of each.

@@ -174,6 +174,7 @@ func TestValidateNewConfig(t *testing.T) {
 		{"negative max payload", client, Config{Queue: "q", MaxPayloadBytes: -1}},
 		{"max block under 1ms", client, Config{Queue: "q", MaxBlock: time.Millisecond - 1}},
 		{"negative max block", client, Config{Queue: "q", MaxBlock: -time.Second}},
+		{"negative max merge", client, Config{Queue: "q", MaxMerge: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +198,7 @@ func TestValidateNewDefaults(t *testing.T) {
 	}
 	cfg := e.Config()
 	if cfg.Prefix != DefaultPrefix || cfg.RecoverChunk != DefaultRecoverChunk || cfg.MaxPayloadBytes != DefaultMaxPayloadBytes ||
-		cfg.MaxBlock != DefaultMaxBlock {
+		cfg.MaxBlock != DefaultMaxBlock || cfg.MaxMerge != DefaultMaxMerge {
 		t.Fatalf("defaults not filled in: %+v", cfg)
 	}
 	if count, age := e.deadCaps(); count != 0 || age != 0 {

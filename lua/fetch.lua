@@ -18,6 +18,9 @@
 -- @include common
 -- @include fetch_tasks
 
-local out = fetch_tasks(now_ms(), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local now, n = now_ms(), tonumber(ARGV[3])
+fetch_begin(now, n)
+local out = fetch_tasks(now, ARGV[2], n, tonumber(ARGV[4]), tonumber(ARGV[5]))
+fetch_end()
 finish()
 return out

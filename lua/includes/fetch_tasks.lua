@@ -1,20 +1,17 @@
--- fetch_tasks.lua: the work of a fetch, as a function, for fetch.lua and ack_fetch.lua. Included
--- after common.lua; the caller runs finish() afterwards.
+-- fetch_tasks.lua: the work of a fetch, as functions, for fetch.lua and ack_fetch.lua. Included
+-- after common.lua. A script runs fetch_begin once, then fetch_tasks once per consumer it fetches
+-- for, then fetch_end, then finish().
 
--- fetch_tasks leases up to n tasks to consumer until now + lease, serving ready partitions
--- round-robin, and returns {now ms, lease deadline ms, ms until the next delayed work is due (-1:
--- none; 0 when tasks were leased), task…} (fetch.lua describes a task row). Each turn takes one
--- task and sends the partition behind all others. An ordered partition taken here leaves the
--- round-robin, held by consumer until all of its leased tasks end. Only when no partition is
--- ready any more does it take further tasks of the ordered partitions it holds, as consecutive
--- runs of up to maxrun tasks each. Due partitions are first moved from sched to ready, a bounded
--- chunk a call.
-local function fetch_tasks(now, consumer, n, lease, maxrun)
-  local deadline = now + lease
-  local deadline_s = int(deadline)
+-- The leases of every fetch_tasks call of the script, written by fetch_end with one ZADD to
+-- inflight (score, id pairs) and one HSET to K_LEASES (id, lease pairs).
+local fetch_leased, fetch_leases, fetch_taken = {}, {}, 0
+local fetch_paused = false
+
+-- fetch_begin prepares the fetches of one script, which lease at most n tasks in all: it reserves
+-- their fencing tokens, finds out whether the queue is paused, and moves due partitions from sched
+-- to ready, a bounded chunk a call.
+local function fetch_begin(now, n)
   seq_reserve(n) -- one fencing token per task leased, at most n
-
-  seen_consumer(consumer, now)
   -- A paused queue hands out nothing; a wake-up token left would only make sleepers spin. The
   -- usual answer, no queue pause, no controls and no priorities anywhere, takes one EXISTS.
   if redis.call('EXISTS', K_QPAUSE, K_CTL, K_PRIO) == 0 then
@@ -22,19 +19,33 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   elseif redis.call('EXISTS', K_QPAUSE) == 1 then
     redis.call('DEL', K_WAKE)
     wakes = 0
-    return {now, deadline, -1}
+    fetch_paused = true
+    return
   end
-
   local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', int(now), 'LIMIT', '0', int(math.max(64, 4 * n)))
   for i = 1, #due do
     redis.call('ZREM', K_SCHED, due[i])
     if not redis.call('ZSCORE', K_READY, due[i]) then ready_push(due[i]) end
   end
+end
+
+-- fetch_tasks leases up to n tasks to consumer until now + lease, serving ready partitions
+-- round-robin, and returns {now ms, lease deadline ms, ms until the next delayed work is due (-1:
+-- none; 0 when tasks were leased), task…} (fetch.lua describes a task row). Each turn takes one
+-- task and sends the partition behind all others. An ordered partition taken here leaves the
+-- round-robin, held by consumer until all of its leased tasks end. Only when no partition is
+-- ready any more does it take further tasks of the ordered partitions it holds, as consecutive
+-- runs of up to maxrun tasks each.
+local function fetch_tasks(now, consumer, n, lease, maxrun)
+  local deadline = now + lease
+  local deadline_s = int(deadline)
+
+  seen_consumer(consumer, now)
+  if fetch_paused then return {now, deadline, -1} end
 
   local out = {now, deadline, 0}
   local taken = 0
-  local leased = {} -- score, id pairs for one ZADD to inflight at the end
-  local leases = {} -- id, lease pairs for one HSET to K_LEASES at the end
+  local leased, leases = fetch_leased, fetch_leases
   local tail_tracked, tail_plain = 't' .. consumer, 'u' .. consumer -- a lease after its token
 
   -- take leases task member of level (pending set kp) of partition p; next_score is the score of
@@ -127,11 +138,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
       run = run + 1
     end
   end
-  -- In chunks: unpack fails past about 8000 values (a fetch of 4000 tasks).
-  for i = 1, #leased, 1000 do redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased))) end
-  for i = 1, #leases, 1000 do redis.call('HSET', K_LEASES, unpack(leases, i, math.min(i + 999, #leases))) end
-
-  stat('pending', -taken)
+  fetch_taken = fetch_taken + taken
   -- Partitions this fetch sent to the back of ready were ready before it and wake nobody (ready_push
   -- counts no wake-up); a partition it scheduled earlier than any before does (schedule).
   if taken == 0 then
@@ -141,4 +148,13 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     if next_due[2] then out[3] = math.max(1, tonumber(next_due[2]) - now) else out[3] = -1 end
   end
   return out
+end
+
+-- fetch_end writes the leases of the script's fetches and counts the tasks they took off pending.
+local function fetch_end()
+  local leased, leases = fetch_leased, fetch_leases
+  -- In chunks: unpack fails past about 8000 values (a fetch of 4000 tasks).
+  for i = 1, #leased, 1000 do redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased))) end
+  for i = 1, #leases, 1000 do redis.call('HSET', K_LEASES, unpack(leases, i, math.min(i + 999, #leases))) end
+  stat('pending', -fetch_taken)
 end

@@ -1,0 +1,421 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// mergeSeed publishes the same tasks, with the same ids, to b's queue: 12 over three unordered
+// and two ordered partitions.
+func mergeSeed(b *bundle) {
+	b.t.Helper()
+	var msgs []Message
+	for i := range 12 {
+		p := partition.Key(fmt.Sprintf("u%d", i%3))
+		if i%4 == 3 {
+			p = partition.Ordered(fmt.Sprintf("o%d", i%2))
+		}
+		msgs = append(msgs, Message{ID: fmt.Sprintf("t%02d", i), Partition: p, Payload: []byte{byte(i)}})
+	}
+	b.publish(msgs...)
+}
+
+// mergeIDs returns the ids of ds.
+func mergeIDs(ds []Delivery) []string {
+	ids := make([]string, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].ID
+	}
+	return ids
+}
+
+// TestMergedCallMatchesSeparateCalls: a merged call of several callers' acks and fetches gives
+// each caller what separate calls give in the order the merged call promises: every ack first,
+// then each fetch in order of arrival. Two queues get the same tasks; one serves each round with
+// separate calls (ack.lua, then fetch.lua per consumer), the other with one merged call
+// (ack_fetch.lua with several fetches). Each round's consumers ack what they got the round
+// before: with their fetch, or on even rounds the last one's in an Ack of its own; in round 3 one
+// of them also sends a stale token.
+func TestMergedCallMatchesSeparateCalls(t *testing.T) {
+	t.Parallel()
+	alone, merged := setup(t, Config{MaxOrderedRun: 2}), setup(t, Config{MaxOrderedRun: 2})
+	mergeSeed(alone)
+	mergeSeed(merged)
+	consumers := []string{"c0", "c1", "c2"}
+	held := map[*bundle]map[string][]Receipt{alone: {}, merged: {}} // what each consumer acks next
+	// callers returns one round's calls on b's queue, in order of arrival.
+	callers := func(b *bundle, round int) []*op {
+		var ops []*op
+		for i, c := range consumers {
+			o := &op{ctx: b.ctx, consumer: c, n: 1 + i, run: 2, lease: time.Minute, acks: held[b][c]}
+			if round == 3 && i == 1 && len(o.acks) > 0 {
+				o.acks = append(slices.Clone(o.acks), Receipt{ID: o.acks[0].ID, Token: o.acks[0].Token + 1})
+			}
+			if round%2 == 0 && i == len(consumers)-1 {
+				ops = append(ops, &op{ctx: b.ctx, acks: o.acks})
+				o.acks = nil
+			}
+			ops = append(ops, o)
+		}
+		return ops
+	}
+	for round := range 10 {
+		ops, seps := callers(merged, round), callers(alone, round)
+		merged.eng.send(ops)
+
+		// The separate calls: one Ack of every caller's acks, then each fetch alone.
+		var acks []Receipt
+		for _, s := range seps {
+			acks = append(acks, s.acks...)
+		}
+		ackOp := &op{ctx: alone.ctx, acks: acks}
+		if len(acks) > 0 {
+			alone.eng.send([]*op{ackOp})
+		}
+		codes := ackOp.errs
+		for i, s := range seps {
+			o := ops[i]
+			if o.err != nil || ackOp.err != nil {
+				t.Fatalf("round %d caller %d: merged %v, separate ack %v", round, i, o.err, ackOp.err)
+			}
+			if len(o.errs) != len(o.acks) || !slices.EqualFunc(o.errs, codes[:len(o.acks)], func(a, b error) bool { return errors.Is(a, b) }) {
+				t.Fatalf("round %d caller %d: merged ack results %v, separate %v", round, i, o.errs, codes[:len(o.acks)])
+			}
+			codes = codes[len(o.acks):]
+			if o.consumer == "" {
+				continue
+			}
+			s.acks = nil // acked above
+			alone.eng.send([]*op{s})
+			if s.err != nil {
+				t.Fatalf("round %d %s: separate fetch: %v", round, s.consumer, s.err)
+			}
+			if got, want := mergeIDs(o.ds), mergeIDs(s.ds); !slices.Equal(got, want) {
+				t.Fatalf("round %d %s: merged fetch %v, separate %v", round, o.consumer, got, want)
+			}
+			if o.nextDue != s.nextDue {
+				t.Fatalf("round %d %s: merged next due %v, separate %v", round, o.consumer, o.nextDue, s.nextDue)
+			}
+			held[merged][o.consumer], held[alone][s.consumer] = receiptsOf(o.ds), receiptsOf(s.ds)
+		}
+		// Every lease of the merged call is its own caller's.
+		leases, _, err := merged.eng.InFlight(merged.ctx, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			for _, o := range ops {
+				if slices.Contains(mergeIDs(o.ds), l.ID) && l.Consumer != o.consumer {
+					t.Fatalf("round %d: task %s fetched by %s is leased to %s", round, l.ID, o.consumer, l.Consumer)
+				}
+			}
+		}
+	}
+	for _, b := range []*bundle{alone, merged} {
+		st, err := b.eng.Stats(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending != 0 || st.InFlight != 0 || st.Acked != 12 {
+			t.Fatalf("queue %s after the rounds: %+v, want every task acked", b.eng.cfg.Queue, st)
+		}
+	}
+}
+
+func receiptsOf(ds []Delivery) []Receipt {
+	rs := make([]Receipt, len(ds))
+	for i := range ds {
+		rs[i] = ds[i].Receipt()
+	}
+	return rs
+}
+
+// TestMergedAcksOfOneTask: two callers ack the same delivery in one merged call; the first acks
+// it and the second finds it gone, as two separate calls would.
+func TestMergedAcksOfOneTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "a"}, Message{ID: "b"})
+	ds := b.fetch("c", 2)
+	first := &op{ctx: b.ctx, acks: receiptsOf(ds)}
+	second := &op{ctx: b.ctx, acks: receiptsOf(ds[:1])}
+	b.eng.send([]*op{first, second})
+	if first.err != nil || second.err != nil {
+		t.Fatalf("merged acks: %v, %v", first.err, second.err)
+	}
+	if first.errs[0] != nil || first.errs[1] != nil || !errors.Is(second.errs[0], ErrNotFound) {
+		t.Fatalf("merged acks: first %v, second %v; want nil nil, then ErrNotFound", first.errs, second.errs)
+	}
+}
+
+// TestMergeWaitingCallerLeavesOnCancel: a call waiting for the call in flight leaves when its
+// context ends, with the context's error and without being sent.
+func TestMergeWaitingCallerLeavesOnCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "a"})
+	b.eng.merge.mu.Lock()
+	b.eng.merge.busy = mergeInFlight // every call slot taken: the next caller waits
+	b.eng.merge.mu.Unlock()
+	ctx, cancel := context.WithCancel(b.ctx)
+	cancel()
+	if _, err := b.eng.Fetch(ctx, "c", 1, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Fetch while waiting, context cancelled: %v; want context.Canceled", err)
+	}
+	b.eng.merge.mu.Lock()
+	waiting, busy := len(b.eng.merge.waiting), b.eng.merge.busy
+	b.eng.merge.busy = 0
+	b.eng.merge.mu.Unlock()
+	if waiting != 0 || busy != mergeInFlight {
+		t.Fatalf("after leaving: %d waiting, %d busy; want 0 and %d", waiting, busy, mergeInFlight)
+	}
+	if ds := b.fetch("c", 1); len(ds) != 1 || ds[0].ID != "a" || ds[0].Attempt != 1 {
+		t.Fatalf("fetch after the cancelled one: %+v; want task a, first attempt", ds)
+	}
+}
+
+// TestMergeLeadSkipsEndedContexts: a batch's call leaves out the callers whose context ended
+// while they waited, sends the others, hands the next batch to the first waiting caller, and
+// tells the rest of the batch that their results are in.
+func TestMergeLeadSkipsEndedContexts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "a"}, Message{ID: "b"}, Message{ID: "c"})
+	gone, cancel := context.WithCancel(b.ctx)
+	cancel()
+	mk := func(ctx context.Context, consumer string) *op {
+		return &op{ctx: ctx, consumer: consumer, n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
+	}
+	lead, left, other, next := mk(b.ctx, "c1"), mk(gone, "c2"), mk(b.ctx, "c3"), mk(b.ctx, "c4")
+	m := &b.eng.merge
+	m.mu.Lock()
+	m.busy = 1 // the batch's own call
+	m.waiting = []*op{next}
+	m.mu.Unlock()
+
+	b.eng.lead([]*op{lead, left, other}, true)
+
+	if lead.err != nil || other.err != nil || len(lead.ds) != 1 || len(other.ds) != 1 {
+		t.Fatalf("the live callers: %v %v, %d and %d tasks; want a task each", lead.err, other.err, len(lead.ds), len(other.ds))
+	}
+	if !errors.Is(left.err, context.Canceled) || left.ds != nil {
+		t.Fatalf("the caller that left: %v, %d tasks; want context.Canceled and none", left.err, len(left.ds))
+	}
+	for _, o := range []*op{left, other} {
+		if batch := <-o.turn; batch != nil {
+			t.Fatalf("%s was handed a batch to send; want its results", o.consumer)
+		}
+	}
+	if batch := <-next.turn; len(batch) != 1 || batch[0] != next {
+		t.Fatalf("the waiting caller got %v; want its own batch to send", batch)
+	}
+	m.mu.Lock()
+	busy, waiting := m.busy, len(m.waiting)
+	m.mu.Unlock()
+	if busy != 1 || waiting != 0 {
+		t.Fatalf("after the hand-over: %d busy, %d waiting; want the next batch's call and none", busy, waiting)
+	}
+}
+
+// TestMergeNext: a batch is the waiting calls in order, at most MaxMerge of them, whose fetches
+// ask for at most mergeMaxTasks tasks together; a larger first fetch goes alone.
+func TestMergeNext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		max   int
+		ns    []int // the waiting calls' fetch sizes (0: an Ack)
+		batch int   // how many of them the next batch takes
+	}{
+		{"none waiting", 4, nil, 0},
+		{"all", 4, []int{5, 0, 5}, 3},
+		{"max calls", 2, []int{5, 5, 5}, 2},
+		{"max tasks", 8, []int{600, 400, 1}, 2},
+		{"over max tasks", 8, []int{600, 401, 1}, 1},
+		{"large first alone", 8, []int{5000, 1}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &merger{busy: 1}
+			for _, n := range tc.ns {
+				m.waiting = append(m.waiting, &op{n: n})
+			}
+			want := slices.Clone(m.waiting[:tc.batch])
+			got := m.next(tc.max)
+			if !slices.Equal(got, want) {
+				t.Fatalf("batch of %d; want %d", len(got), tc.batch)
+			}
+			if len(m.waiting) != len(tc.ns)-tc.batch {
+				t.Fatalf("%d left waiting; want %d", len(m.waiting), len(tc.ns)-tc.batch)
+			}
+			wantBusy := 1
+			if tc.batch == 0 {
+				wantBusy = 0
+			}
+			if m.busy != wantBusy {
+				t.Fatalf("busy %d; want %d", m.busy, wantBusy)
+			}
+		})
+	}
+}
+
+// TestMergedCallFailureReachesEveryCaller: when a merged call fails, every caller in it gets the
+// error.
+func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	e, err := New(client, Config{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ops := []*op{
+		{ctx: ctx, acks: []Receipt{{ID: "a", Token: 1}}},
+		{ctx: ctx, consumer: "c", n: 2, run: 2, lease: time.Minute},
+		{ctx: ctx, acks: []Receipt{{ID: "b", Token: 2}}, consumer: "d", n: 1, run: 1, lease: time.Minute},
+	}
+	e.send(ops)
+	for i, o := range ops {
+		if o.err == nil || o.errs != nil || o.ds != nil {
+			t.Fatalf("caller %d: %v, %v, %v; want the call's error alone", i, o.err, o.errs, o.ds)
+		}
+	}
+}
+
+// TestMergeConcurrentConsumers: consumers acking and fetching at once, through merged calls or
+// not (MaxMerge 1), get every task exactly once, each ordered partition's in order.
+func TestMergeConcurrentConsumers(t *testing.T) {
+	t.Parallel()
+	for _, maxMerge := range []int{1, DefaultMaxMerge} {
+		t.Run(fmt.Sprintf("max-merge-%d", maxMerge), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{MaxMerge: maxMerge})
+			const tasks, parts = 600, 12
+			var msgs []Message
+			for i := range tasks {
+				p := partition.Key(fmt.Sprintf("u%d", i%parts))
+				if i%parts < parts/2 {
+					p = partition.Ordered(fmt.Sprintf("o%d", i%parts))
+				}
+				msgs = append(msgs, Message{ID: fmt.Sprintf("t%04d", i), Partition: p})
+			}
+			for i := 0; i < tasks; i += 100 {
+				b.publish(msgs[i : i+100]...)
+			}
+			var mu sync.Mutex
+			seen := map[string]int{}
+			last := map[partition.Key]string{} // the last task id acked per ordered partition
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for c := range 8 {
+				wg.Go(func() {
+					consumer := fmt.Sprintf("c%d", c)
+					var rs []Receipt
+					for {
+						acks, ds, _, err := b.eng.AckFetch(b.ctx, rs, consumer, 5, time.Minute)
+						if err == nil {
+							for i, e := range acks {
+								if e != nil {
+									err = fmt.Errorf("ack %s: %w", rs[i].ID, e)
+								}
+							}
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						for _, d := range ds {
+							seen[d.ID]++
+							if d.Partition.IsOrdered() {
+								if prev := last[d.Partition]; prev > d.ID {
+									err = fmt.Errorf("partition %s: %s after %s", d.Partition, d.ID, prev)
+								}
+								last[d.Partition] = d.ID
+							}
+						}
+						done := len(seen) == tasks
+						mu.Unlock()
+						if err != nil {
+							errs <- err
+							return
+						}
+						rs = receiptsOf(ds)
+						if len(ds) == 0 && done {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Fatalf("task %s delivered %d times", id, n)
+				}
+			}
+			st, err := b.eng.Stats(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(seen) != tasks || st.Pending != 0 || st.InFlight != 0 || st.Acked != tasks {
+				t.Fatalf("%d tasks seen; stats %+v; want all %d acked", len(seen), st, tasks)
+			}
+		})
+	}
+}
+
+// panicHook makes every command of a client panic.
+type panicHook struct{}
+
+func (panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (panicHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(context.Context, redis.Cmder) error { panic("boom") }
+}
+func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestMergeLeadPanicHandsOver: a panic in a merged call reaches the caller that sent it, and
+// still gives the other callers in it an error and the next waiting caller its batch.
+func TestMergeLeadPanicHandsOver(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	client.AddHook(panicHook{})
+	t.Cleanup(func() { _ = client.Close() })
+	e, err := New(client, Config{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func() *op {
+		return &op{ctx: t.Context(), consumer: "c", n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
+	}
+	lead, other, next := mk(), mk(), mk()
+	e.merge.busy, e.merge.waiting = 1, []*op{next}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v; want the call's panic", r)
+			}
+		}()
+		e.lead([]*op{lead, other}, true)
+	}()
+	if other.err == nil || <-other.turn != nil {
+		t.Fatalf("the other caller: %v; want an error and its results", other.err)
+	}
+	if batch := <-next.turn; len(batch) != 1 || batch[0] != next {
+		t.Fatalf("the waiting caller got %v; want its own batch to send", batch)
+	}
+}
