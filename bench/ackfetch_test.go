@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"testing"
+
+	"github.com/srqueue/srq/engine"
 )
 
 // BenchmarkConsumeAckFetch is BenchmarkConsumePrefetch/prefetch-5 and
@@ -21,5 +23,26 @@ func BenchmarkConsumeAckFetch(b *testing.B) {
 func BenchmarkAckFetchBatchSize(b *testing.B) {
 	for _, n := range []int{1, 5, 25, 100} {
 		b.Run(fmt.Sprintf("n-%d", n), func(b *testing.B) { benchConsume(b, 1, n, true) })
+	}
+}
+
+// BenchmarkConsumeMerge runs 8 consumers of 5 tasks a call, as ConsumeParallel/consumers-8 (Ack,
+// then Fetch) and ConsumeAckFetch/consumers-8 (one AckFetch) do, on an engine that sends every
+// call alone (MaxMerge 1) and on one that merges concurrent calls (the default), side by side in
+// one run: on a machine whose speed drifts, compare the two within a round and alternate rounds
+// with -count (docs/benchmarks.md, section 3.6).
+func BenchmarkConsumeMerge(b *testing.B) {
+	for _, calls := range []struct {
+		name     string
+		ackFetch bool
+	}{{"ack-then-fetch", false}, {"ackfetch", true}} {
+		for _, merge := range []struct {
+			name string
+			max  int
+		}{{"alone", 1}, {"merged", engine.DefaultMaxMerge}} {
+			b.Run(calls.name+"/"+merge.name, func(b *testing.B) {
+				benchConsumeWith(b, engine.Config{MaxMerge: merge.max}, 8, 5, calls.ackFetch)
+			})
+		}
 	}
 }

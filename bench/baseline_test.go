@@ -21,10 +21,14 @@ import (
 var payload20 = []byte("twenty bytes payload")
 
 // newEngine returns an engine on a fresh queue of the benchmark Redis; its keys are removed after.
-func newEngine(b *testing.B) *engine.Engine {
+func newEngine(b *testing.B) *engine.Engine { return newEngineWith(b, engine.Config{}) }
+
+// newEngineWith is newEngine with cfg (its Queue is filled in).
+func newEngineWith(b *testing.B, cfg engine.Config) *engine.Engine {
 	b.Helper()
 	c := redistest.Client(b)
-	e, err := engine.New(c, engine.Config{Queue: redistest.Queue(b)})
+	cfg.Queue = redistest.Queue(b)
+	e, err := engine.New(c, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -157,7 +161,12 @@ func consume(b *testing.B, e *engine.Engine, consumers, prefetch, tasks int, ack
 
 // benchConsume runs consume over 100 unordered partitions; ns per task.
 func benchConsume(b *testing.B, consumers, prefetch int, ackFetch bool) {
-	e := newEngine(b)
+	benchConsumeWith(b, engine.Config{}, consumers, prefetch, ackFetch)
+}
+
+// benchConsumeWith is benchConsume on an engine configured with cfg.
+func benchConsumeWith(b *testing.B, cfg engine.Config, consumers, prefetch int, ackFetch bool) {
+	e := newEngineWith(b, cfg)
 	seed(b, e, b.N, 100, false)
 	cost := startCost(b, e.Client())
 	b.ResetTimer()

@@ -68,52 +68,80 @@ func main() {
 		if *calls > 0 {
 			n = *calls
 		}
-		perTask, err := measure(ctx, *server, w, n, *keep)
+		perTask, scripts, err := measure(ctx, *server, w, n, *keep)
 		if err != nil {
 			log.Fatalf("instr: %s: %v", w.name, err)
 		}
-		fmt.Printf("%-10s %9.0f instructions per task (%d calls, %s)\n", w.name, perTask, n, w.about)
+		fmt.Printf("%-16s %9.0f instructions per task, %.3f script calls per task (%d steps, %s)\n",
+			w.name, perTask, scripts, n, w.about)
 	}
 }
 
 // measure runs workload w for calls calls on a redis-server of its own under callgrind and
-// returns the server's instructions per task.
-func measure(ctx context.Context, server string, w workload, calls int, keep string) (float64, error) {
+// returns the server's instructions per task and the script calls per task (INFO commandstats).
+func measure(ctx context.Context, server string, w workload, calls int, keep string) (perTask, scripts float64, err error) {
 	dir, err := os.MkdirTemp("", "srq-instr-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
 	valgrind := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out")}
 	s, err := redistest.StartUnder(valgrind, server, time.Minute)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer s.Stop()
 	client := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, MaxRetries: -1})
 	defer client.Close()
+	// The script calls between -z and -d, from INFO commandstats read before the counters are
+	// zeroed and after they are dumped, so the INFOs are not among the instructions counted.
+	var evals int64
 	control := func(op string) error {
+		if op == "-z" {
+			n, err := scriptCalls(ctx, client)
+			if err != nil {
+				return err
+			}
+			evals -= n
+		}
 		out, err := exec.CommandContext(ctx, "callgrind_control", op, strconv.Itoa(s.Pid())).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("callgrind_control %s: %v: %s", op, err, out)
+		}
+		if op == "-d" {
+			n, err := scriptCalls(ctx, client)
+			if err != nil {
+				return err
+			}
+			evals += n
 		}
 		return nil
 	}
 	tasks, err := w.run(ctx, client, "instr", calls, control)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	dump := filepath.Join(dir, "callgrind.out.1") // the first dump: callgrind_control -d
 	total, err := readTotal(dump)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if keep != "" {
 		if err := copyFile(dump, filepath.Join(keep, "callgrind."+w.name+".out")); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return float64(total) / float64(tasks), nil
+	return float64(total) / float64(tasks), float64(evals) / float64(tasks), nil
+}
+
+// scriptCalls returns the server's script calls so far (EVALSHA and EVAL) from INFO commandstats.
+func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	st := redistest.ParseCommandStats(info)
+	return st["evalsha"].Calls + st["eval"].Calls, nil
 }
 
 // readTotal returns the instructions a callgrind dump counted (its "summary:" line).

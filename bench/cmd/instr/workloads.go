@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
@@ -25,6 +26,8 @@ type runFunc func(ctx context.Context, c redis.UniversalClient, queue string, ca
 var workloads = []workload{
 	{"ackfetch", "one consumer, AckFetch of 5 over 100 unordered partitions", 200, consumeWorkload(false)},
 	{"ordered", "one consumer, AckFetch of 5 over 100 ordered partitions", 200, consumeWorkload(true)},
+	{"consumers8", "8 consumers at once, AckFetch of 5 each, merged calls", 50, parallelWorkload(engine.DefaultMaxMerge)},
+	{"consumers8-alone", "8 consumers at once, AckFetch of 5 each, every call alone", 50, parallelWorkload(1)},
 	{"publish1", "one task per Publish, 100 partitions", 400, publishWorkload(1)},
 	{"publish100", "batches of 100, 100 partitions", 40, publishWorkload(100)},
 }
@@ -41,6 +44,7 @@ const (
 	warmUp     = 20 // calls before the counters are zeroed: scripts loaded, keys and sets created
 	partitions = 100
 	fetchSize  = 5
+	consumers  = 8 // of parallelWorkload
 )
 
 var payload20 = []byte("twenty bytes payload")
@@ -60,33 +64,69 @@ func consumeWorkload(ordered bool) runFunc {
 		if err != nil {
 			return 0, err
 		}
-		total := (warmUp+calls)*fetchSize + partitions // every call finds a full batch
-		for i := 0; i < total; i += 500 {
-			msgs := make([]engine.Message, 0, 500)
-			for j := i; j < min(i+500, total); j++ {
-				msgs = append(msgs, engine.Message{Partition: partitionKey(j, ordered), Payload: payload20})
-			}
-			if _, err := e.Publish(ctx, msgs); err != nil {
-				return 0, err
-			}
+		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize, ordered); err != nil {
+			return 0, err
 		}
 		var receipts []engine.Receipt
-		step := func() error {
-			_, ds, _, err := e.AckFetch(ctx, receipts, "instr", fetchSize, time.Minute)
-			if err != nil {
-				return err
-			}
-			if len(ds) != fetchSize {
-				return fmt.Errorf("fetched %d tasks, want %d", len(ds), fetchSize)
-			}
-			receipts = receipts[:0]
-			for _, d := range ds {
-				receipts = append(receipts, d.Receipt())
-			}
-			return nil
-		}
+		step := func() error { return ackFetch(ctx, e, "instr", &receipts) }
 		return measured(calls, fetchSize, step, control)
 	}
+}
+
+// parallelWorkload runs 8 consumers at once, each acking its last batch and fetching the next in
+// one AckFetch call, on an engine that merges up to maxMerge concurrent calls. A step is one call
+// of each consumer; how the engine merges them depends on their timing, so the instructions per
+// task vary more from run to run than the one consumer's.
+func parallelWorkload(maxMerge int) runFunc {
+	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+		e, err := engine.New(c, engine.Config{Queue: queue, MaxMerge: maxMerge})
+		if err != nil {
+			return 0, err
+		}
+		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize*consumers, false); err != nil {
+			return 0, err
+		}
+		receipts := make([][]engine.Receipt, consumers)
+		step := func() error {
+			var g errgroup.Group
+			for i := range consumers {
+				g.Go(func() error { return ackFetch(ctx, e, fmt.Sprint("instr-", i), &receipts[i]) })
+			}
+			return g.Wait()
+		}
+		return measured(calls, fetchSize*consumers, step, control)
+	}
+}
+
+// seedConsume publishes enough tasks over the partitions for every call to find a full batch.
+func seedConsume(ctx context.Context, e *engine.Engine, fetched int, ordered bool) error {
+	total := fetched + partitions
+	for i := 0; i < total; i += 500 {
+		msgs := make([]engine.Message, 0, 500)
+		for j := i; j < min(i+500, total); j++ {
+			msgs = append(msgs, engine.Message{Partition: partitionKey(j, ordered), Payload: payload20})
+		}
+		if _, err := e.Publish(ctx, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ackFetch acks *receipts and fetches the next batch for consumer into them.
+func ackFetch(ctx context.Context, e *engine.Engine, consumer string, receipts *[]engine.Receipt) error {
+	_, ds, _, err := e.AckFetch(ctx, *receipts, consumer, fetchSize, time.Minute)
+	if err != nil {
+		return err
+	}
+	if len(ds) != fetchSize {
+		return fmt.Errorf("fetched %d tasks, want %d", len(ds), fetchSize)
+	}
+	*receipts = (*receipts)[:0]
+	for _, d := range ds {
+		*receipts = append(*receipts, d.Receipt())
+	}
+	return nil
 }
 
 // publishWorkload publishes batches of size tasks, spread over the partitions in turn.

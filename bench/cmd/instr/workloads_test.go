@@ -45,6 +45,8 @@ func TestWorkloads(t *testing.T) {
 			}
 			want := 3 * fetchSize
 			switch w.name {
+			case "consumers8", "consumers8-alone":
+				want = 3 * fetchSize * consumers
 			case "publish1":
 				want = 3
 			case "publish100":
@@ -85,7 +87,7 @@ func TestMeasureServerFailsToStart(t *testing.T) {
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	done := make(chan error, 1)
 	go func() {
-		_, err := measure(context.Background(), "redis-server", workloads[0], 1, "")
+		_, _, err := measure(context.Background(), "redis-server", workloads[0], 1, "")
 		done <- err
 	}()
 	select {
