@@ -21,8 +21,8 @@ import (
 // waits for the result, as a call of its own would (fetch). A merged call that fails fails for
 // every caller in it, with the error each own call would have had.
 
-// mergeMaxTasks is the most tasks the fetches of one merged call may ask for together; a single
-// larger fetch is sent alone. A script holds Redis while it runs: 1,000 tasks take about 25 ms.
+// mergeMaxTasks is the most tasks one merged call may carry, to fetch and to ack together; a single
+// larger call is sent alone. A script holds Redis while it runs: 1,000 tasks take about 25 ms.
 const mergeMaxTasks = 1000
 
 // mergeInFlight is the most merged calls of one engine in flight at once. With one, Redis would
@@ -104,8 +104,8 @@ func (m *merger) withdraw(o *op) bool {
 }
 
 // next takes the next batch off the queue: the longest run of waiting ops, in order, of at most
-// max ops whose fetches ask for at most mergeMaxTasks tasks together (the first op always goes).
-// With none waiting, it ends the merger's busy state and returns nil.
+// max ops that carry at most mergeMaxTasks tasks together, to fetch and to ack (the first op
+// always goes). With none waiting, it ends a call's slot and returns nil.
 func (m *merger) next(max int) []*op {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,14 +115,20 @@ func (m *merger) next(max int) []*op {
 	}
 	k, tasks := 0, 0
 	for k < len(m.waiting) && k < max {
-		if k > 0 && tasks+m.waiting[k].n > mergeMaxTasks {
+		o := m.waiting[k]
+		if k > 0 && tasks+o.n+len(o.acks) > mergeMaxTasks {
 			break
 		}
-		tasks += m.waiting[k].n
+		tasks += o.n + len(o.acks)
 		k++
 	}
 	batch := m.waiting[:k:k]
-	m.waiting = m.waiting[k:]
+	if k == len(m.waiting) {
+		m.waiting = nil
+	} else {
+		// A copy, so the queue's array does not keep the ops of sent batches alive.
+		m.waiting = slices.Clone(m.waiting[k:])
+	}
 	return batch
 }
 

@@ -226,27 +226,33 @@ func TestMergeLeadSkipsEndedContexts(t *testing.T) {
 	}
 }
 
-// TestMergeNext: a batch is the waiting calls in order, at most MaxMerge of them, whose fetches
-// ask for at most mergeMaxTasks tasks together; a larger first fetch goes alone.
+// TestMergeNext: a batch is the waiting calls in order, at most MaxMerge of them, that carry at
+// most mergeMaxTasks tasks together, to fetch and to ack; a larger first call goes alone.
 func TestMergeNext(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		max   int
 		ns    []int // the waiting calls' fetch sizes (0: an Ack)
+		acks  []int // their acks, where given
 		batch int   // how many of them the next batch takes
 	}{
-		{"none waiting", 4, nil, 0},
-		{"all", 4, []int{5, 0, 5}, 3},
-		{"max calls", 2, []int{5, 5, 5}, 2},
-		{"max tasks", 8, []int{600, 400, 1}, 2},
-		{"over max tasks", 8, []int{600, 401, 1}, 1},
-		{"large first alone", 8, []int{5000, 1}, 1},
+		{"none waiting", 4, nil, nil, 0},
+		{"all", 4, []int{5, 0, 5}, nil, 3},
+		{"max calls", 2, []int{5, 5, 5}, nil, 2},
+		{"max tasks", 8, []int{600, 400, 1}, nil, 2},
+		{"over max tasks", 8, []int{600, 401, 1}, nil, 1},
+		{"acks count", 8, []int{5, 0, 5}, []int{5, 985, 1}, 2},
+		{"large first alone", 8, []int{5000, 1}, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &merger{busy: 1}
-			for _, n := range tc.ns {
-				m.waiting = append(m.waiting, &op{n: n})
+			for i, n := range tc.ns {
+				o := &op{n: n}
+				if i < len(tc.acks) {
+					o.acks = make([]Receipt, tc.acks[i])
+				}
+				m.waiting = append(m.waiting, o)
 			}
 			want := slices.Clone(m.waiting[:tc.batch])
 			got := m.next(tc.max)
