@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/srqueue/srq/engine"
@@ -154,4 +155,59 @@ func ExampleEngine_AckFetch() {
 	// round 2 acked 2 fetched [credit deposit]
 	// round 3 acked 2 fetched [close]
 	// round 4 acked 1 and found nothing more
+}
+
+// Consumers that share one Engine may call it at the same moment: the calls that meet go out as
+// one script call (up to Config.MaxMerge of them), and each consumer gets its own tasks, leased to
+// it, as from a call of its own.
+func ExampleConfig_maxMerge() {
+	e, done := exampleEngine("events")
+	defer done()
+	ctx := context.Background()
+	var msgs []engine.Message
+	for i := range 40 {
+		msgs = append(msgs, engine.Message{ID: fmt.Sprintf("e%02d", i), Partition: partition.Key(fmt.Sprint("user-", i%8))})
+	}
+	if _, err := e.Publish(ctx, msgs); err != nil {
+		panic(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			consumer := fmt.Sprint("consumer-", c)
+			var receipts []engine.Receipt
+			for {
+				_, ds, _, err := e.AckFetch(ctx, receipts, consumer, 5, 30*time.Second)
+				if err != nil {
+					panic(err)
+				}
+				if len(ds) == 0 && len(receipts) == 0 {
+					return
+				}
+				receipts = receipts[:0]
+				mu.Lock()
+				for _, d := range ds {
+					seen[d.ID]++
+					receipts = append(receipts, d.Receipt())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	once := 0
+	for _, n := range seen {
+		if n == 1 {
+			once++
+		}
+	}
+	st, err := e.Stats(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(once, "tasks delivered once each;", st.Acked, "acked,", st.InFlight, "in flight")
+	// Output:
+	// 40 tasks delivered once each; 40 acked, 0 in flight
 }
