@@ -1,10 +1,16 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
 )
 
 // BenchmarkConsumeAckFetch is BenchmarkConsumePrefetch/prefetch-5 and
@@ -44,5 +50,44 @@ func BenchmarkConsumeMerge(b *testing.B) {
 				benchConsumeWith(b, engine.Config{MaxMerge: merge.max}, 8, 5, calls.ackFetch)
 			})
 		}
+	}
+}
+
+// BenchmarkPublishMerge runs 8 producers publishing one task per call at once, on an engine that
+// sends every call alone (MaxMerge 1) and on one that merges concurrent publishes (the default),
+// side by side in one run; ns per task for the group (docs/benchmarks.md, section 3.6).
+func BenchmarkPublishMerge(b *testing.B) {
+	for _, merge := range []struct {
+		name string
+		max  int
+	}{{"alone", 1}, {"merged", engine.DefaultMaxMerge}} {
+		b.Run(merge.name+"/producers-8", func(b *testing.B) {
+			e := newEngineWith(b, engine.Config{MaxMerge: merge.max})
+			ctx := context.Background()
+			var next atomic.Int64
+			cost := startCost(b, e.Client())
+			b.ResetTimer()
+			var g errgroup.Group
+			for range 8 {
+				g.Go(func() error {
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return nil
+						}
+						msg := engine.Message{Partition: partition.Key(strconv.FormatInt(i%100, 10)), Payload: payload20}
+						if _, err := e.Publish(ctx, []engine.Message{msg}); err != nil {
+							return err
+						}
+					}
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			cost.report(b, e.Client(), b.N)
+		})
 	}
 }

@@ -63,11 +63,11 @@ type Config struct {
 	// context again, so it bounds how late a cancellation is noticed. Default 1s; keep it below the
 	// client's ReadTimeout.
 	MaxBlock time.Duration
-	// MaxMerge is the most concurrent calls (Ack, Fetch, FetchNext, FetchWait's fetches and
-	// AckFetch) the engine merges into one script call: calls that arrive while one is in flight
-	// wait for it and then go out together, sharing a round trip and a script's fixed cost (see
-	// merge.go for what a merged call means for each caller). Default 32; 1 sends every call on
-	// its own.
+	// MaxMerge is the most concurrent calls the engine merges into one script call: Ack, Fetch,
+	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Calls that
+	// arrive while two are in flight wait and then go out together, sharing a round trip and a
+	// script's fixed cost (see merge.go for what a merged call means for each caller). Default 32;
+	// 1 sends every call on its own.
 	MaxMerge int
 }
 
@@ -78,7 +78,8 @@ type Engine struct {
 	cfg        Config
 	keys       Keys
 	scriptKeys []string
-	merge      merger
+	calls      merger // Ack, Fetch and AckFetch calls, merged (merge.go)
+	pubs       merger // Publish calls, merged
 }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
@@ -112,7 +113,10 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.scriptKeys()}, nil
+	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.scriptKeys()}
+	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
+	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
+	return e, nil
 }
 
 // Keys returns the names of the queue's keys.

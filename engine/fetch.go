@@ -156,7 +156,9 @@ func (e *Engine) fetch(ctx context.Context, consumer string, n int, lease time.D
 		return nil, 0, err
 	}
 	o := &op{consumer: consumer, n: n, run: run, lease: lease}
-	e.do(ctx, o)
+	if err := e.calls.do(ctx, o); err != nil {
+		return nil, 0, err
+	}
 	return o.ds, o.nextDue, o.err
 }
 
@@ -220,7 +222,9 @@ func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n 
 		return nil, nil, 0, err
 	}
 	o := &op{acks: rs, consumer: consumer, n: n, run: run, lease: lease}
-	e.do(ctx, o)
+	if err := e.calls.do(ctx, o); err != nil {
+		return nil, nil, 0, err
+	}
 	if o.err != nil {
 		return nil, nil, 0, o.err
 	}

@@ -5,39 +5,47 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Concurrent Ack, Fetch, FetchNext, FetchWait and AckFetch calls of one Engine are merged: while
-// one script call of the engine is in flight, the calls that arrive wait, and when it returns, the
-// first of them sends all of them as one call (group commit). Redis runs scripts one at a time, so
-// a call that waits here would have waited there; merged, the waiting calls share one round trip
-// and one script's fixed cost (the script's setup, the clock, the partition indexes, the counters),
-// which is most of what a fetch of a few tasks costs (docs/benchmarks.md, section 3.6).
+// Concurrent calls of one Engine are merged (group commit): Ack, Fetch, FetchNext, FetchWait's
+// fetches and AckFetch on one merger, Publish on another. While two script calls of a merger are
+// in flight, the calls that arrive wait, and when one returns, the first of them sends all of them
+// as one call. Redis runs scripts one at a time, so a call that waits here would have waited
+// there; merged, the waiting calls share one round trip and one script's fixed cost (the script's
+// setup, the clock, the partition indexes, the counters), which is most of what a call of a few
+// tasks costs (docs/benchmarks.md, section 3.6).
 //
 // A merged call is the calls run one after the other in their order of arrival, all acks first:
 // each caller gets the results its own call would have had at that point. A caller whose context
-// ends while it waits leaves the queue and gets its context's error; once its call is sent, it
-// waits for the result, as a call of its own would (fetch). A merged call that fails fails for
-// every caller in it, with the error each own call would have had.
+// ends while it waits leaves the queue with its context's error. Once its call is sent, a caller
+// that fetches waits for the result, as a fetch of its own always did: the tasks the call leased
+// would otherwise stay leased until their leases expire. A caller that only acks or publishes
+// returns with its context's error at once, and the call is cut off when every caller in it has
+// left, so the outcome is then unknown to it, as with a call of its own. A merged call that fails
+// fails for every caller in it, with the error each own call would have had.
 
-// mergeMaxTasks is the most tasks one merged call may carry, to fetch and to ack together; a single
-// larger call is sent alone. A script holds Redis while it runs: 1,000 tasks take about 25 ms.
+// mergeMaxTasks is the most tasks one merged call may carry, to fetch, to ack or to publish
+// together; a single larger call is sent alone. A script holds Redis while it runs: 1,000 tasks
+// take about 25 ms.
 const mergeMaxTasks = 1000
 
-// mergeInFlight is the most merged calls of one engine in flight at once. With one, Redis would
+// mergeInFlight is the most merged calls of one merger in flight at once. With one, Redis would
 // sit idle while a call's reply travels back and the next call travels there; with two, one of
 // them is usually running while the other travels. More make the calls smaller and, measured on
 // 2 cores (docs/benchmarks.md, section 3.6), no faster.
 const mergeInFlight = 2
 
-// op is one caller's Ack, fetch or AckFetch, as a merged call carries it.
+// op is one caller's Ack, fetch, AckFetch or Publish, as a merged call carries it.
 type op struct {
 	ctx      context.Context
 	acks     []Receipt
 	consumer string // "" for an Ack
 	n, run   int    // the most tasks to lease, and of one ordered partition in a row
 	lease    time.Duration
+	msgs     []any // a Publish's script arguments, publishArgs per message
+	nmsgs    int
 
 	// turn receives one message: the batch this op is to send (it is the batch's first), or nil
 	// when another caller sent it and its results are in.
@@ -46,31 +54,37 @@ type op struct {
 	errs    []error // one per ack
 	ds      []Delivery
 	nextDue time.Duration
+	dups    []bool // one per message published
 	err     error
 }
 
-// merger queues the ops that arrive while a call is in flight.
+// size is what o adds to a merged call, in tasks.
+func (o *op) size() int { return o.n + len(o.acks) + o.nmsgs }
+
+// merger queues the ops that arrive while its calls are in flight, and sends them.
 type merger struct {
+	send func([]*op) // runs one batch as one script call, leaving the results in its ops
+	max  int         // the most ops in one batch; 1: every op alone
+
 	mu      sync.Mutex
 	busy    int   // calls in flight, or about to be sent by the caller they were handed to
 	waiting []*op // in order of arrival
 }
 
-// do runs o, merged with the ops of other callers that wait at the same time, and leaves its
-// results in o.
-func (e *Engine) do(ctx context.Context, o *op) {
+// do runs o, merged with the ops of other callers that wait at the same time. It returns ctx's
+// error when the caller left before its results came; otherwise the results are in o.
+func (m *merger) do(ctx context.Context, o *op) error {
 	o.ctx = ctx
-	if e.cfg.MaxMerge == 1 {
-		e.lead([]*op{o}, false)
-		return
+	if m.max == 1 {
+		m.lead([]*op{o}, false)
+		return nil
 	}
-	m := &e.merge
 	m.mu.Lock()
 	if m.busy < mergeInFlight {
 		m.busy++
 		m.mu.Unlock()
-		e.lead([]*op{o}, true)
-		return
+		m.lead([]*op{o}, true)
+		return nil
 	}
 	o.turn = make(chan []*op, 1)
 	m.waiting = append(m.waiting, o)
@@ -81,13 +95,27 @@ func (e *Engine) do(ctx context.Context, o *op) {
 	case batch = <-o.turn:
 	case <-ctx.Done():
 		if m.withdraw(o) {
-			o.err = ctx.Err()
-			return
+			return ctx.Err()
 		}
-		batch = <-o.turn // taken already: to send, or sent by another caller
+		if o.consumer == "" {
+			// Taken into a batch already. Without a fetch the caller loses nothing by leaving, but
+			// a batch handed to it must still be sent: the turn is read in its place.
+			go m.leadLater(o)
+			return ctx.Err()
+		}
+		batch = <-o.turn // to send, or sent by another caller
 	}
 	if batch != nil {
-		e.lead(batch, true)
+		m.lead(batch, true)
+	}
+	return nil
+}
+
+// leadLater waits for o's turn on behalf of a caller that left, and sends the batch if it is
+// handed one. It ends with that message: every op in a batch gets exactly one.
+func (m *merger) leadLater(o *op) {
+	if batch := <-o.turn; batch != nil {
+		m.lead(batch, true)
 	}
 }
 
@@ -104,9 +132,9 @@ func (m *merger) withdraw(o *op) bool {
 }
 
 // next takes the next batch off the queue: the longest run of waiting ops, in order, of at most
-// max ops that carry at most mergeMaxTasks tasks together, to fetch and to ack (the first op
-// always goes). With none waiting, it ends a call's slot and returns nil.
-func (m *merger) next(max int) []*op {
+// max ops that carry at most mergeMaxTasks tasks together (the first op always goes). With none
+// waiting, it ends a call's slot and returns nil.
+func (m *merger) next() []*op {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.waiting) == 0 {
@@ -114,12 +142,12 @@ func (m *merger) next(max int) []*op {
 		return nil
 	}
 	k, tasks := 0, 0
-	for k < len(m.waiting) && k < max {
+	for k < len(m.waiting) && k < m.max {
 		o := m.waiting[k]
-		if k > 0 && tasks+o.n+len(o.acks) > mergeMaxTasks {
+		if k > 0 && tasks+o.size() > mergeMaxTasks {
 			break
 		}
-		tasks += o.n + len(o.acks)
+		tasks += o.size()
 		k++
 	}
 	batch := m.waiting[:k:k]
@@ -136,14 +164,14 @@ func (m *merger) next(max int) []*op {
 // before it went out are left out with their context's error. Then, when merged, it hands over
 // (handOver). A panic in the call still hands over, with the panic as every op's error, so no
 // caller waits for ever, and then goes on up the leader's stack.
-func (e *Engine) lead(batch []*op, merged bool) {
+func (m *merger) lead(batch []*op, merged bool) {
 	if merged {
 		defer func() {
 			if r := recover(); r != nil {
 				for _, o := range batch {
 					o.err = fmt.Errorf("srq: merged call: panic: %v", r)
 				}
-				e.handOver(batch)
+				m.handOver(batch)
 				panic(r)
 			}
 		}()
@@ -157,17 +185,17 @@ func (e *Engine) lead(batch []*op, merged bool) {
 		}
 	}
 	if len(live) > 0 {
-		e.send(live)
+		m.send(live)
 	}
 	if merged {
-		e.handOver(batch)
+		m.handOver(batch)
 	}
 }
 
 // handOver hands the next batch, if any is waiting, to its first op's caller to send, and tells
 // the other callers in batch, the one just sent, that their results are in.
-func (e *Engine) handOver(batch []*op) {
-	if next := e.merge.next(e.cfg.MaxMerge); next != nil {
+func (m *merger) handOver(batch []*op) {
+	if next := m.next(); next != nil {
 		next[0].turn <- next
 	}
 	for _, o := range batch[1:] {
@@ -175,13 +203,41 @@ func (e *Engine) handOver(batch []*op) {
 	}
 }
 
-// send runs ops as one script call and leaves each op's results in it: ack.lua when none
-// fetches, fetch.lua for a single fetch with nothing to ack, else ack_fetch.lua.
-func (e *Engine) send(ops []*op) {
-	// Once sent, the call is not cut off by a context (a client with ContextTimeoutEnabled would
-	// stop reading at its deadline): the tasks it leased would be lost to their callers and stay
-	// leased until their leases expire. The client's own timeouts still bound the call.
-	ctx := context.WithoutCancel(ops[0].ctx)
+// callContext returns the context of a call that carries ops. A call that fetches is not cut off
+// once sent (a client with ContextTimeoutEnabled would stop reading at a deadline): the tasks it
+// leased would be lost to their callers and stay leased until their leases expire; the client's
+// own timeouts still bound it. Any other call is cut off when the contexts of all its callers
+// have ended, as a call of one caller is when its context ends.
+func callContext(ops []*op, fetches bool) (context.Context, context.CancelFunc) {
+	switch {
+	case fetches:
+		return context.WithoutCancel(ops[0].ctx), func() {}
+	case len(ops) == 1:
+		return ops[0].ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ops[0].ctx))
+	var left atomic.Int32
+	left.Store(int32(len(ops)))
+	stops := make([]func() bool, len(ops))
+	for i, o := range ops {
+		stops[i] = context.AfterFunc(o.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// sendCalls runs ops, Acks, fetches and AckFetches, as one script call and leaves each op's
+// results in it: ack.lua when none fetches, fetch.lua for a single fetch with nothing to ack,
+// else ack_fetch.lua.
+func (e *Engine) sendCalls(ops []*op) {
 	var fetches []*op
 	acks := 0
 	for _, o := range ops {
@@ -190,6 +246,8 @@ func (e *Engine) send(ops []*op) {
 		}
 		acks += len(o.acks)
 	}
+	ctx, done := callContext(ops, len(fetches) > 0)
+	defer done()
 	receipts := func(args []any) []any {
 		for _, o := range ops {
 			args = appendReceipts(args, o.acks)
@@ -252,4 +310,36 @@ func spreadCodes(ops []*op, reply any, want int) error {
 		o.errs, errs = errs[:len(o.acks):len(o.acks)], errs[len(o.acks):]
 	}
 	return nil
+}
+
+// sendPublishes runs the Publish ops as one publish.lua call, their messages in order, and leaves
+// each op's results in it.
+func (e *Engine) sendPublishes(ops []*op) {
+	ctx, done := callContext(ops, false)
+	defer done()
+	total := 0
+	for _, o := range ops {
+		total += o.nmsgs
+	}
+	args := make([]any, 0, 1+publishArgs*total)
+	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	for _, o := range ops {
+		args = append(args, o.msgs...)
+	}
+	res, err := e.run(ctx, scriptPublish, args...)
+	var codes []int64
+	if err == nil {
+		codes, err = replyCodes(res, total)
+	}
+	for _, o := range ops {
+		if err != nil {
+			o.dups, o.err = nil, err
+			continue
+		}
+		o.dups = make([]bool, o.nmsgs)
+		for i := range o.dups {
+			o.dups[i] = codes[i] == codeDuplicate
+		}
+		codes = codes[o.nmsgs:]
+	}
 }

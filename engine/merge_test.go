@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ func TestMergedCallMatchesSeparateCalls(t *testing.T) {
 	}
 	for round := range 10 {
 		ops, seps := callers(merged, round), callers(alone, round)
-		merged.eng.send(ops)
+		merged.eng.sendCalls(ops)
 
 		// The separate calls: one Ack of every caller's acks, then each fetch alone.
 		var acks []Receipt
@@ -79,7 +80,7 @@ func TestMergedCallMatchesSeparateCalls(t *testing.T) {
 		}
 		ackOp := &op{ctx: alone.ctx, acks: acks}
 		if len(acks) > 0 {
-			alone.eng.send([]*op{ackOp})
+			alone.eng.sendCalls([]*op{ackOp})
 		}
 		codes := ackOp.errs
 		for i, s := range seps {
@@ -95,7 +96,7 @@ func TestMergedCallMatchesSeparateCalls(t *testing.T) {
 				continue
 			}
 			s.acks = nil // acked above
-			alone.eng.send([]*op{s})
+			alone.eng.sendCalls([]*op{s})
 			if s.err != nil {
 				t.Fatalf("round %d %s: separate fetch: %v", round, s.consumer, s.err)
 			}
@@ -148,7 +149,7 @@ func TestMergedAcksOfOneTask(t *testing.T) {
 	ds := b.fetch("c", 2)
 	first := &op{ctx: b.ctx, acks: receiptsOf(ds)}
 	second := &op{ctx: b.ctx, acks: receiptsOf(ds[:1])}
-	b.eng.send([]*op{first, second})
+	b.eng.sendCalls([]*op{first, second})
 	if first.err != nil || second.err != nil {
 		t.Fatalf("merged acks: %v, %v", first.err, second.err)
 	}
@@ -163,18 +164,18 @@ func TestMergeWaitingCallerLeavesOnCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	b.publish(Message{ID: "a"})
-	b.eng.merge.mu.Lock()
-	b.eng.merge.busy = mergeInFlight // every call slot taken: the next caller waits
-	b.eng.merge.mu.Unlock()
+	b.eng.calls.mu.Lock()
+	b.eng.calls.busy = mergeInFlight // every call slot taken: the next caller waits
+	b.eng.calls.mu.Unlock()
 	ctx, cancel := context.WithCancel(b.ctx)
 	cancel()
 	if _, err := b.eng.Fetch(ctx, "c", 1, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Fetch while waiting, context cancelled: %v; want context.Canceled", err)
 	}
-	b.eng.merge.mu.Lock()
-	waiting, busy := len(b.eng.merge.waiting), b.eng.merge.busy
-	b.eng.merge.busy = 0
-	b.eng.merge.mu.Unlock()
+	b.eng.calls.mu.Lock()
+	waiting, busy := len(b.eng.calls.waiting), b.eng.calls.busy
+	b.eng.calls.busy = 0
+	b.eng.calls.mu.Unlock()
 	if waiting != 0 || busy != mergeInFlight {
 		t.Fatalf("after leaving: %d waiting, %d busy; want 0 and %d", waiting, busy, mergeInFlight)
 	}
@@ -196,13 +197,13 @@ func TestMergeLeadSkipsEndedContexts(t *testing.T) {
 		return &op{ctx: ctx, consumer: consumer, n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
 	}
 	lead, left, other, next := mk(b.ctx, "c1"), mk(gone, "c2"), mk(b.ctx, "c3"), mk(b.ctx, "c4")
-	m := &b.eng.merge
+	m := &b.eng.calls
 	m.mu.Lock()
 	m.busy = 1 // the batch's own call
 	m.waiting = []*op{next}
 	m.mu.Unlock()
 
-	b.eng.lead([]*op{lead, left, other}, true)
+	b.eng.calls.lead([]*op{lead, left, other}, true)
 
 	if lead.err != nil || other.err != nil || len(lead.ds) != 1 || len(other.ds) != 1 {
 		t.Fatalf("the live callers: %v %v, %d and %d tasks; want a task each", lead.err, other.err, len(lead.ds), len(other.ds))
@@ -246,7 +247,7 @@ func TestMergeNext(t *testing.T) {
 		{"large first alone", 8, []int{5000, 1}, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &merger{busy: 1}
+			m := &merger{busy: 1, max: tc.max}
 			for i, n := range tc.ns {
 				o := &op{n: n}
 				if i < len(tc.acks) {
@@ -255,7 +256,7 @@ func TestMergeNext(t *testing.T) {
 				m.waiting = append(m.waiting, o)
 			}
 			want := slices.Clone(m.waiting[:tc.batch])
-			got := m.next(tc.max)
+			got := m.next()
 			if !slices.Equal(got, want) {
 				t.Fatalf("batch of %d; want %d", len(got), tc.batch)
 			}
@@ -274,7 +275,7 @@ func TestMergeNext(t *testing.T) {
 }
 
 // TestMergedCallFailureReachesEveryCaller: when a merged call fails, every caller in it gets the
-// error.
+// error, for acks and fetches and for publishes.
 func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
 	t.Parallel()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
@@ -289,10 +290,20 @@ func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
 		{ctx: ctx, consumer: "c", n: 2, run: 2, lease: time.Minute},
 		{ctx: ctx, acks: []Receipt{{ID: "b", Token: 2}}, consumer: "d", n: 1, run: 1, lease: time.Minute},
 	}
-	e.send(ops)
+	e.sendCalls(ops)
 	for i, o := range ops {
 		if o.err == nil || o.errs != nil || o.ds != nil {
 			t.Fatalf("caller %d: %v, %v, %v; want the call's error alone", i, o.err, o.errs, o.ds)
+		}
+	}
+	pubs := []*op{
+		{ctx: ctx, msgs: []any{"a", "", "0", int64(0), int64(0), 0, "", []byte("x")}, nmsgs: 1},
+		{ctx: ctx, msgs: []any{"b", "", "0", int64(0), int64(0), 0, "", []byte("y")}, nmsgs: 1},
+	}
+	e.sendPublishes(pubs)
+	for i, o := range pubs {
+		if o.err == nil || o.dups != nil {
+			t.Fatalf("publisher %d: %v, %v; want the call's error alone", i, o.err, o.dups)
 		}
 	}
 }
@@ -409,19 +420,163 @@ func TestMergeLeadPanicHandsOver(t *testing.T) {
 		return &op{ctx: t.Context(), consumer: "c", n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
 	}
 	lead, other, next := mk(), mk(), mk()
-	e.merge.busy, e.merge.waiting = 1, []*op{next}
+	e.calls.busy, e.calls.waiting = 1, []*op{next}
 	func() {
 		defer func() {
 			if r := recover(); r != "boom" {
 				t.Fatalf("recovered %v; want the call's panic", r)
 			}
 		}()
-		e.lead([]*op{lead, other}, true)
+		e.calls.lead([]*op{lead, other}, true)
 	}()
 	if other.err == nil || <-other.turn != nil {
 		t.Fatalf("the other caller: %v; want an error and its results", other.err)
 	}
 	if batch := <-next.turn; len(batch) != 1 || batch[0] != next {
 		t.Fatalf("the waiting caller got %v; want its own batch to send", batch)
+	}
+}
+
+// TestMergedPublishes: publishes merged into one call add every caller's messages in order of
+// arrival, and a repeat of an id in a later caller's messages is its duplicate, as with separate
+// calls.
+func TestMergedPublishes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	pub := func(ids ...string) *op {
+		o := &op{ctx: b.ctx, nmsgs: len(ids)}
+		for _, id := range ids {
+			o.msgs = append(o.msgs, id, "", "0", int64(0), int64(0), 0, "", []byte(id))
+		}
+		return o
+	}
+	ops := []*op{pub("a", "b"), pub("c"), pub("b", "d")}
+	b.eng.sendPublishes(ops)
+	want := [][]bool{{false, false}, {false}, {true, false}}
+	for i, o := range ops {
+		if o.err != nil || !slices.Equal(o.dups, want[i]) {
+			t.Fatalf("caller %d: %v, duplicates %v; want %v", i, o.err, o.dups, want[i])
+		}
+	}
+	var got []string
+	for _, d := range b.fetch("c", 10) {
+		got = append(got, d.ID+"="+string(d.Payload))
+	}
+	if want := []string{"a=a", "b=b", "c=c", "d=d"}; !slices.Equal(got, want) {
+		t.Fatalf("fetched %v; want %v", got, want)
+	}
+}
+
+// TestMergeConcurrentPublishers: producers publishing at once, through merged calls or not, add
+// every message exactly once.
+func TestMergeConcurrentPublishers(t *testing.T) {
+	t.Parallel()
+	for _, maxMerge := range []int{1, DefaultMaxMerge} {
+		t.Run(fmt.Sprintf("max-merge-%d", maxMerge), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{MaxMerge: maxMerge})
+			const producers, each = 8, 50
+			var wg sync.WaitGroup
+			errs := make(chan error, producers)
+			for p := range producers {
+				wg.Go(func() {
+					for i := range each {
+						id := fmt.Sprintf("p%d-%03d", p, i)
+						res, err := b.eng.Publish(b.ctx, []Message{{ID: id, Partition: partition.Key(fmt.Sprint("u", i%4))}})
+						if err == nil && (len(res) != 1 || res[0].ID != id || res[0].Duplicate) {
+							err = fmt.Errorf("publish %s: %+v", id, res)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			st, err := b.eng.Stats(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Published != producers*each || st.Pending != producers*each || st.Duplicates != 0 {
+				t.Fatalf("stats %+v; want %d published and pending", st, producers*each)
+			}
+		})
+	}
+}
+
+// TestMergeAckCallerLeavesOnceTaken: a caller that only acks and whose context ends after its
+// call was taken into a batch returns at once with its context's error; the batch, handed to it,
+// is still sent for the other callers in it.
+func TestMergeAckCallerLeavesOnceTaken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "a"}, Message{ID: "b"})
+	ds := b.fetch("c", 1)
+	m := &b.eng.calls
+	m.mu.Lock()
+	m.busy = mergeInFlight // every call slot taken: the Ack waits
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(b.ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := b.eng.Ack(ctx, receiptsOf(ds))
+		left <- err
+	}()
+	var batch []*op
+	for deadline := time.Now().Add(10 * time.Second); len(batch) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the Ack never queued")
+		}
+		m.mu.Lock()
+		queued := len(m.waiting) == 1
+		m.mu.Unlock()
+		if queued {
+			batch = m.next() // as a call that returned would: the batch is the Ack's to send
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ack after its context ended: %v; want context.Canceled", err)
+	}
+	other := &op{ctx: b.ctx, consumer: "d", n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
+	batch[0].turn <- append(batch, other) // the batch, with one more caller in it, is the Ack's to send
+	if got := <-other.turn; got != nil || other.err != nil || len(other.ds) != 1 || other.ds[0].ID != "b" {
+		t.Fatalf("the other caller: %v, %v, %+v; want task b", got, other.err, other.ds)
+	}
+	if st, err := b.eng.Stats(b.ctx); err != nil || st.Acked != 0 || st.InFlight != 2 {
+		t.Fatalf("stats %+v, %v; want the left Ack not sent, both tasks leased", st, err)
+	}
+}
+
+// TestCallContext: a call that fetches is never cut off; a call of one caller ends with its
+// context; a merged call of callers that only ack or publish ends when all their contexts have.
+func TestCallContext(t *testing.T) {
+	t.Parallel()
+	ctxA, cancelA := context.WithCancel(t.Context())
+	ctxB, cancelB := context.WithCancel(t.Context())
+	ops := []*op{{ctx: ctxA}, {ctx: ctxB}}
+	fetching, doneF := callContext(ops, true)
+	defer doneF()
+	alone, doneA := callContext(ops[:1], false)
+	defer doneA()
+	merged, doneM := callContext(ops, false)
+	defer doneM()
+	cancelA()
+	if alone.Err() == nil {
+		t.Fatal("the call of one caller outlived its context")
+	}
+	if merged.Err() != nil {
+		t.Fatal("the merged call ended while one of its callers still waits")
+	}
+	cancelB()
+	<-merged.Done()
+	if fetching.Err() != nil {
+		t.Fatal("a call that fetches was cut off")
 	}
 }

@@ -42,14 +42,16 @@ type PublishResult struct {
 }
 
 // Publish adds msgs in one round trip and reports per message whether it was added or a duplicate.
-// It fails with ErrInvalid, before writing anything, when any message is invalid.
+// Concurrent Publish calls of the engine are merged into one script call (Config.MaxMerge), their
+// messages in order of arrival. It fails with ErrInvalid, before writing anything, when any
+// message is invalid, and with ctx's error when ctx ends before the reply came, after which the
+// messages may or may not have been added.
 func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	out := make([]PublishResult, len(msgs))
-	args := make([]any, 0, 1+8*len(msgs))
-	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	args := make([]any, 0, publishArgs*len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := e.validateMessage(m); err != nil {
@@ -67,19 +69,21 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
 			m.MaxAttempts, encodeHeaders(m.Headers), m.Payload)
 	}
-	res, err := e.run(ctx, scriptPublish, args...)
-	if err != nil {
+	o := &op{msgs: args, nmsgs: len(msgs)}
+	if err := e.pubs.do(ctx, o); err != nil {
 		return nil, err
 	}
-	codes, err := replyCodes(res, len(msgs))
-	if err != nil {
-		return nil, err
+	if o.err != nil {
+		return nil, o.err
 	}
-	for i, c := range codes {
-		out[i].Duplicate = c == codeDuplicate
+	for i, dup := range o.dups {
+		out[i].Duplicate = dup
 	}
 	return out, nil
 }
+
+// publishArgs is the number of publish.lua arguments per message.
+const publishArgs = 8
 
 // Validate checks msgs as Publish would, without writing anything, so a caller that splits a
 // batch over several engines (shards) can refuse it whole. It fails with ErrInvalid.

@@ -16,7 +16,9 @@ func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
 		return nil, nil
 	}
 	o := &op{acks: rs}
-	e.do(ctx, o)
+	if err := e.calls.do(ctx, o); err != nil {
+		return nil, err
+	}
 	return o.errs, o.err
 }
 
