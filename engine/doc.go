@@ -7,12 +7,13 @@
 // leased task (Ack, Reject, Extend, Kill) checks the task's fencing token and refuses a stale one
 // with ErrStaleToken, changing nothing.
 //
-// Concurrent Ack, Fetch, FetchNext, FetchWait and AckFetch calls of one Engine are merged into
-// one script call when they meet (Config.MaxMerge; docs/data-model.md, "Merged calls"): at most
-// two calls are in flight, and the calls that arrive meanwhile go out together: every caller's
-// acks first, then every caller's fetch, each caller getting what its own call would have got at
-// that point. A caller whose context ends while it waits
-// returns its context's error without being sent; a call once sent is not cut off by its context.
+// Concurrent calls of one Engine are merged into one script call when they meet (Config.MaxMerge;
+// docs/data-model.md, "Merged calls"): Ack, Fetch, FetchNext, FetchWait's fetches and AckFetch
+// into one, Publish calls into another. At most two calls of each kind are in flight, and the
+// calls that arrive meanwhile go out together, in order of arrival (every caller's acks before
+// every caller's fetch), each caller getting what its own call would have got at that point. A
+// caller whose context ends while it waits returns its context's error without being sent; a
+// fetch once sent is not cut off by its context.
 //
 // This package is importable so tools can reach the queue directly, but it is not a stable API:
 // prefer the root package.

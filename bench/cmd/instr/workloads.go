@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,8 @@ var workloads = []workload{
 	{"consumers8", "8 consumers at once, AckFetch of 5 each, merged calls", 50, parallelWorkload(engine.DefaultMaxMerge)},
 	{"consumers8-alone", "8 consumers at once, AckFetch of 5 each, every call alone", 50, parallelWorkload(1)},
 	{"publish1", "one task per Publish, 100 partitions", 400, publishWorkload(1)},
+	{"producers8", "8 producers at once, one task per Publish each, merged calls", 50, parallelPublishWorkload(engine.DefaultMaxMerge)},
+	{"producers8-alone", "8 producers at once, one task per Publish each, every call alone", 50, parallelPublishWorkload(1)},
 	{"publish100", "batches of 100, 100 partitions", 40, publishWorkload(100)},
 }
 
@@ -44,7 +47,7 @@ const (
 	warmUp     = 20 // calls before the counters are zeroed: scripts loaded, keys and sets created
 	partitions = 100
 	fetchSize  = 5
-	consumers  = 8 // of parallelWorkload
+	consumers  = 8 // of parallelWorkload, and producers of parallelPublishWorkload
 )
 
 var payload20 = []byte("twenty bytes payload")
@@ -147,6 +150,30 @@ func publishWorkload(size int) runFunc {
 			return err
 		}
 		return measured(calls, size, step, control)
+	}
+}
+
+// parallelPublishWorkload runs 8 producers at once, each publishing one task per call, on an
+// engine that merges up to maxMerge concurrent calls. A step is one call of each producer.
+func parallelPublishWorkload(maxMerge int) runFunc {
+	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+		e, err := engine.New(c, engine.Config{Queue: queue, MaxMerge: maxMerge})
+		if err != nil {
+			return 0, err
+		}
+		var next atomic.Int64
+		step := func() error {
+			var g errgroup.Group
+			for range consumers {
+				g.Go(func() error {
+					msg := engine.Message{Partition: partitionKey(int(next.Add(1)), false), Payload: payload20}
+					_, err := e.Publish(ctx, []engine.Message{msg})
+					return err
+				})
+			}
+			return g.Wait()
+		}
+		return measured(calls, consumers, step, control)
 	}
 }
 

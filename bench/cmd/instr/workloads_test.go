@@ -47,6 +47,8 @@ func TestWorkloads(t *testing.T) {
 			switch w.name {
 			case "consumers8", "consumers8-alone":
 				want = 3 * fetchSize * consumers
+			case "producers8", "producers8-alone":
+				want = 3 * consumers
 			case "publish1":
 				want = 3
 			case "publish100":
