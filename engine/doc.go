@@ -12,8 +12,8 @@
 // into one, Publish calls into another. At most two calls of each kind are in flight, and the
 // calls that arrive meanwhile go out together, in order of arrival (every caller's acks before
 // every caller's fetch), each caller getting what its own call would have got at that point. A
-// caller whose context ends while it waits returns its context's error without being sent; a
-// fetch once sent is not cut off by its context.
+// caller whose context ends before its call is sent returns its context's error, nothing of its
+// call sent; once sent, a caller waits for the call's result.
 //
 // This package is importable so tools can reach the queue directly, but it is not a stable API:
 // prefer the root package.

@@ -64,10 +64,11 @@ type Config struct {
 	// client's ReadTimeout.
 	MaxBlock time.Duration
 	// MaxMerge is the most concurrent calls the engine merges into one script call: Ack, Fetch,
-	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Calls that
-	// arrive while two are in flight wait and then go out together, sharing a round trip and a
-	// script's fixed cost (see merge.go for what a merged call means for each caller). Default 32;
-	// 1 sends every call on its own.
+	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Above 1,
+	// at most two calls of each kind are in flight; calls that arrive meanwhile wait and then go
+	// out together, sharing a round trip and a script's fixed cost (see merge.go for what a merged
+	// call means for each caller). A stalled connection holds one of the two until the client's
+	// timeouts end the call. Default 32; 1 sends every call on its own, at once.
 	MaxMerge int
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,17 +20,20 @@ import (
 //
 // A merged call is the calls run one after the other in their order of arrival, all acks first:
 // each caller gets the results its own call would have had at that point. A caller whose context
-// ends while it waits leaves the queue with its context's error. Once its call is sent, a caller
-// that fetches waits for the result, as a fetch of its own always did: the tasks the call leased
-// would otherwise stay leased until their leases expire. A caller that only acks or publishes
-// returns with its context's error at once, and the call is cut off when every caller in it has
-// left, so the outcome is then unknown to it, as with a call of its own. A merged call that fails
-// fails for every caller in it, with the error each own call would have had.
+// ends before its call is sent leaves with its context's error, and nothing of its call is sent.
+// Once its call is sent, a caller waits for the result: the tasks a fetch leased would otherwise
+// stay leased until their leases expire, and the call still reads the caller's receipts or
+// messages while it is written. A merged call that fails fails for every caller in it. The call
+// runs with the values (trace spans) of the context of the caller that sends it.
 
 // mergeMaxTasks is the most tasks one merged call may carry, to fetch, to ack or to publish
-// together; a single larger call is sent alone. A script holds Redis while it runs: 1,000 tasks
-// take about 25 ms.
-const mergeMaxTasks = 1000
+// together, and mergeMaxBytes the most bytes of payloads and headers it may publish; a single
+// larger call is sent alone. A script holds Redis while it runs (1,000 tasks take about 25 ms),
+// and a command larger than the server's client-query-buffer-limit closes the connection.
+const (
+	mergeMaxTasks = 1000
+	mergeMaxBytes = 8 << 20
+)
 
 // mergeInFlight is the most merged calls of one merger in flight at once. With one, Redis would
 // sit idle while a call's reply travels back and the next call travels there; with two, one of
@@ -46,6 +50,12 @@ type op struct {
 	lease    time.Duration
 	msgs     []any // a Publish's script arguments, publishArgs per message
 	nmsgs    int
+	bytes    int // of the payloads and headers in msgs
+
+	// state is queued until the caller that sends the op's batch marks it sent, or the op's own
+	// caller marks it left, whichever comes first: a sent op's caller waits for the result, and a
+	// left op is never read again, so the caller may reuse its receipts and messages at once.
+	state atomic.Int32
 
 	// turn receives one message: the batch this op is to send (it is the batch's first), or nil
 	// when another caller sent it and its results are in.
@@ -57,6 +67,13 @@ type op struct {
 	dups    []bool // one per message published
 	err     error
 }
+
+// The states of an op.
+const (
+	opQueued int32 = iota
+	opSent
+	opLeft
+)
 
 // size is what o adds to a merged call, in tasks.
 func (o *op) size() int { return o.n + len(o.acks) + o.nmsgs }
@@ -97,13 +114,13 @@ func (m *merger) do(ctx context.Context, o *op) error {
 		if m.withdraw(o) {
 			return ctx.Err()
 		}
-		if o.consumer == "" {
-			// Taken into a batch already. Without a fetch the caller loses nothing by leaving, but
-			// a batch handed to it must still be sent: the turn is read in its place.
+		if o.state.CompareAndSwap(opQueued, opLeft) {
+			// Taken into a batch, not yet sent: the caller leaves, and the batch's sender skips o.
+			// If the batch was handed to o to send, the turn is read in o's place.
 			go m.leadLater(o)
 			return ctx.Err()
 		}
-		batch = <-o.turn // to send, or sent by another caller
+		batch = <-o.turn // sent: to send (it is the batch's first) or by another caller
 	}
 	if batch != nil {
 		m.lead(batch, true)
@@ -111,8 +128,8 @@ func (m *merger) do(ctx context.Context, o *op) error {
 	return nil
 }
 
-// leadLater waits for o's turn on behalf of a caller that left, and sends the batch if it is
-// handed one. It ends with that message: every op in a batch gets exactly one.
+// leadLater waits for the turn of o, whose caller left, and sends the batch if it is handed one.
+// It ends with that message: every op in a batch gets exactly one.
 func (m *merger) leadLater(o *op) {
 	if batch := <-o.turn; batch != nil {
 		m.lead(batch, true)
@@ -132,8 +149,8 @@ func (m *merger) withdraw(o *op) bool {
 }
 
 // next takes the next batch off the queue: the longest run of waiting ops, in order, of at most
-// max ops that carry at most mergeMaxTasks tasks together (the first op always goes). With none
-// waiting, it ends a call's slot and returns nil.
+// max ops that carry at most mergeMaxTasks tasks and mergeMaxBytes bytes together (the first op
+// always goes). With none waiting, it ends a call's slot and returns nil.
 func (m *merger) next() []*op {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -141,13 +158,13 @@ func (m *merger) next() []*op {
 		m.busy--
 		return nil
 	}
-	k, tasks := 0, 0
+	k, tasks, bytes := 0, 0, 0
 	for k < len(m.waiting) && k < m.max {
 		o := m.waiting[k]
-		if k > 0 && tasks+o.size() > mergeMaxTasks {
+		if k > 0 && (tasks+o.size() > mergeMaxTasks || bytes+o.bytes > mergeMaxBytes) {
 			break
 		}
-		tasks += o.size()
+		tasks, bytes = tasks+o.size(), bytes+o.bytes
 		k++
 	}
 	batch := m.waiting[:k:k]
@@ -160,24 +177,35 @@ func (m *merger) next() []*op {
 	return batch
 }
 
-// lead sends batch, whose first op is the caller's own, as one call; the ops whose context ended
-// before it went out are left out with their context's error. Then, when merged, it hands over
-// (handOver). A panic in the call still hands over, with the panic as every op's error, so no
-// caller waits for ever, and then goes on up the leader's stack.
+// lead sends batch, whose first op is the caller's own, as one call: the ops it marks sent. An op
+// whose caller left is skipped; one whose context ended is marked sent with its context's error,
+// not sent. Then, when merged, it hands over (handOver), on every way out: a panic in the call
+// hands over with the panic as every op's error and goes on up the sender's stack, and a
+// runtime.Goexit with an error saying so, so no caller waits for ever.
 func (m *merger) lead(batch []*op, merged bool) {
-	if merged {
-		defer func() {
-			if r := recover(); r != nil {
-				for _, o := range batch {
-					o.err = fmt.Errorf("srq: merged call: panic: %v", r)
-				}
-				m.handOver(batch)
-				panic(r)
-			}
-		}()
-	}
+	handed := !merged
+	defer func() {
+		if handed {
+			return
+		}
+		r := recover()
+		err := fmt.Errorf("srq: merged call: panic: %v", r)
+		if r == nil {
+			err = errors.New("srq: merged call: its goroutine exited")
+		}
+		for _, o := range batch {
+			o.err = err
+		}
+		m.handOver(batch)
+		if r != nil {
+			panic(r)
+		}
+	}()
 	live := make([]*op, 0, len(batch))
 	for _, o := range batch {
+		if !o.state.CompareAndSwap(opQueued, opSent) {
+			continue // left
+		}
 		if err := o.ctx.Err(); err != nil {
 			o.err = err
 		} else {
@@ -187,7 +215,8 @@ func (m *merger) lead(batch []*op, merged bool) {
 	if len(live) > 0 {
 		m.send(live)
 	}
-	if merged {
+	if !handed {
+		handed = true
 		m.handOver(batch)
 	}
 }
@@ -203,35 +232,31 @@ func (m *merger) handOver(batch []*op) {
 	}
 }
 
-// callContext returns the context of a call that carries ops. A call that fetches is not cut off
-// once sent (a client with ContextTimeoutEnabled would stop reading at a deadline): the tasks it
-// leased would be lost to their callers and stay leased until their leases expire; the client's
-// own timeouts still bound it. Any other call is cut off when the contexts of all its callers
-// have ended, as a call of one caller is when its context ends.
+// callContext returns the context of a call that carries ops. A call of one caller that does not
+// fetch runs on its caller's context. A call that fetches is not cut off once sent (a client with
+// ContextTimeoutEnabled would stop reading at a deadline): the tasks it leased would be lost to
+// their callers and stay leased until their leases expire; the client's own timeouts still bound
+// it. A merged call of acks or publishes has the latest deadline of its callers, when each has
+// one, and no cancellation: its callers wait for it together.
 func callContext(ops []*op, fetches bool) (context.Context, context.CancelFunc) {
-	switch {
-	case fetches:
-		return context.WithoutCancel(ops[0].ctx), func() {}
-	case len(ops) == 1:
+	if len(ops) == 1 && !fetches {
 		return ops[0].ctx, func() {}
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ops[0].ctx))
-	var left atomic.Int32
-	left.Store(int32(len(ops)))
-	stops := make([]func() bool, len(ops))
-	for i, o := range ops {
-		stops[i] = context.AfterFunc(o.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
+	ctx := context.WithoutCancel(ops[0].ctx)
+	if fetches {
+		return ctx, func() {}
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
+	var latest time.Time
+	for _, o := range ops {
+		d, ok := o.ctx.Deadline()
+		if !ok {
+			return ctx, func() {}
 		}
-		cancel()
+		if d.After(latest) {
+			latest = d
+		}
 	}
+	return context.WithDeadline(ctx, latest)
 }
 
 // sendCalls runs ops, Acks, fetches and AckFetches, as one script call and leaves each op's

@@ -228,7 +228,8 @@ func TestMergeLeadSkipsEndedContexts(t *testing.T) {
 }
 
 // TestMergeNext: a batch is the waiting calls in order, at most MaxMerge of them, that carry at
-// most mergeMaxTasks tasks together, to fetch and to ack; a larger first call goes alone.
+// most mergeMaxTasks tasks together, to fetch, ack or publish, and at most mergeMaxBytes bytes to
+// publish; a larger first call goes alone.
 func TestMergeNext(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -236,15 +237,17 @@ func TestMergeNext(t *testing.T) {
 		max   int
 		ns    []int // the waiting calls' fetch sizes (0: an Ack)
 		acks  []int // their acks, where given
+		bytes []int // the bytes they publish, where given
 		batch int   // how many of them the next batch takes
 	}{
-		{"none waiting", 4, nil, nil, 0},
-		{"all", 4, []int{5, 0, 5}, nil, 3},
-		{"max calls", 2, []int{5, 5, 5}, nil, 2},
-		{"max tasks", 8, []int{600, 400, 1}, nil, 2},
-		{"over max tasks", 8, []int{600, 401, 1}, nil, 1},
-		{"acks count", 8, []int{5, 0, 5}, []int{5, 985, 1}, 2},
-		{"large first alone", 8, []int{5000, 1}, nil, 1},
+		{"none waiting", 4, nil, nil, nil, 0},
+		{"all", 4, []int{5, 0, 5}, nil, nil, 3},
+		{"max calls", 2, []int{5, 5, 5}, nil, nil, 2},
+		{"max tasks", 8, []int{600, 400, 1}, nil, nil, 2},
+		{"over max tasks", 8, []int{600, 401, 1}, nil, nil, 1},
+		{"acks count", 8, []int{5, 0, 5}, []int{5, 985, 1}, nil, 2},
+		{"max bytes", 8, []int{1, 1, 1}, nil, []int{mergeMaxBytes / 2, mergeMaxBytes / 2, 1}, 2},
+		{"large first alone", 8, []int{5000, 1}, nil, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &merger{busy: 1, max: tc.max}
@@ -252,6 +255,9 @@ func TestMergeNext(t *testing.T) {
 				o := &op{n: n}
 				if i < len(tc.acks) {
 					o.acks = make([]Receipt, tc.acks[i])
+				}
+				if i < len(tc.bytes) {
+					o.bytes = tc.bytes[i]
 				}
 				m.waiting = append(m.waiting, o)
 			}
@@ -405,12 +411,12 @@ func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return next
 }
 
-// TestMergeLeadPanicHandsOver: a panic in a merged call reaches the caller that sent it, and
-// still gives the other callers in it an error and the next waiting caller its batch.
-func TestMergeLeadPanicHandsOver(t *testing.T) {
-	t.Parallel()
+// hookedBatch returns an engine whose client runs hook on every command, a batch of two fetches
+// (lead sends it, other is in it) with one more fetch (next) waiting behind it.
+func hookedBatch(t *testing.T, hook redis.Hook) (e *Engine, lead, other, next *op) {
+	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	client.AddHook(panicHook{})
+	client.AddHook(hook)
 	t.Cleanup(func() { _ = client.Close() })
 	e, err := New(client, Config{Queue: "q"})
 	if err != nil {
@@ -419,8 +425,28 @@ func TestMergeLeadPanicHandsOver(t *testing.T) {
 	mk := func() *op {
 		return &op{ctx: t.Context(), consumer: "c", n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
 	}
-	lead, other, next := mk(), mk(), mk()
+	lead, other, next = mk(), mk(), mk()
 	e.calls.busy, e.calls.waiting = 1, []*op{next}
+	return e, lead, other, next
+}
+
+// checkHandedOver checks that a batch's sender told other, in its batch, that its results (an
+// error) are in, and handed the next batch to next.
+func checkHandedOver(t *testing.T, other, next *op) {
+	t.Helper()
+	if <-other.turn != nil || other.err == nil {
+		t.Fatalf("the other caller: %v; want an error and its results", other.err)
+	}
+	if batch := <-next.turn; len(batch) != 1 || batch[0] != next {
+		t.Fatalf("the waiting caller got %v; want its own batch to send", batch)
+	}
+}
+
+// TestMergeLeadPanicHandsOver: a panic in a merged call reaches the caller that sent it, and
+// still gives the other callers in it an error and the next waiting caller its batch.
+func TestMergeLeadPanicHandsOver(t *testing.T) {
+	t.Parallel()
+	e, lead, other, next := hookedBatch(t, panicHook{})
 	func() {
 		defer func() {
 			if r := recover(); r != "boom" {
@@ -429,12 +455,7 @@ func TestMergeLeadPanicHandsOver(t *testing.T) {
 		}()
 		e.calls.lead([]*op{lead, other}, true)
 	}()
-	if other.err == nil || <-other.turn != nil {
-		t.Fatalf("the other caller: %v; want an error and its results", other.err)
-	}
-	if batch := <-next.turn; len(batch) != 1 || batch[0] != next {
-		t.Fatalf("the waiting caller got %v; want its own batch to send", batch)
-	}
+	checkHandedOver(t, other, next)
 }
 
 // TestMergedPublishes: publishes merged into one call add every caller's messages in order of
@@ -509,40 +530,19 @@ func TestMergeConcurrentPublishers(t *testing.T) {
 	}
 }
 
-// TestMergeAckCallerLeavesOnceTaken: a caller that only acks and whose context ends after its
-// call was taken into a batch returns at once with its context's error; the batch, handed to it,
-// is still sent for the other callers in it.
+// TestMergeAckCallerLeavesOnceTaken: a caller whose context ends after its call was taken into a
+// batch, but before the batch is sent, returns at once with its context's error and nothing of its
+// call is sent; the batch, handed to it to send, is still sent for the other callers in it.
 func TestMergeAckCallerLeavesOnceTaken(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	b.publish(Message{ID: "a"}, Message{ID: "b"})
 	ds := b.fetch("c", 1)
-	m := &b.eng.calls
-	m.mu.Lock()
-	m.busy = mergeInFlight // every call slot taken: the Ack waits
-	m.mu.Unlock()
 	ctx, cancel := context.WithCancel(b.ctx)
-	left := make(chan error, 1)
-	go func() {
-		_, err := b.eng.Ack(ctx, receiptsOf(ds))
-		left <- err
-	}()
-	var batch []*op
-	for deadline := time.Now().Add(10 * time.Second); len(batch) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the Ack never queued")
-		}
-		m.mu.Lock()
-		queued := len(m.waiting) == 1
-		m.mu.Unlock()
-		if queued {
-			batch = m.next() // as a call that returned would: the batch is the Ack's to send
-		}
-		runtime.Gosched()
-	}
+	batch, left := queuedAck(t, b, ctx, receiptsOf(ds))
 	cancel()
-	if err := <-left; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Ack after its context ended: %v; want context.Canceled", err)
+	if r := <-left; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Ack after its context ended: %v; want context.Canceled", r.err)
 	}
 	other := &op{ctx: b.ctx, consumer: "d", n: 1, run: 1, lease: time.Minute, turn: make(chan []*op, 1)}
 	batch[0].turn <- append(batch, other) // the batch, with one more caller in it, is the Ack's to send
@@ -554,29 +554,131 @@ func TestMergeAckCallerLeavesOnceTaken(t *testing.T) {
 	}
 }
 
-// TestCallContext: a call that fetches is never cut off; a call of one caller ends with its
-// context; a merged call of callers that only ack or publish ends when all their contexts have.
+// TestCallContext: a call of one caller that does not fetch runs on its caller's context; a call
+// that fetches has no deadline and is not cancelled; a merged call of acks or publishes has the
+// latest deadline of its callers when each has one, else none, and is not cancelled.
 func TestCallContext(t *testing.T) {
 	t.Parallel()
-	ctxA, cancelA := context.WithCancel(t.Context())
-	ctxB, cancelB := context.WithCancel(t.Context())
+	soon, late := time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	ctxA, cancelA := context.WithDeadline(t.Context(), soon)
+	defer cancelA()
+	ctxB, cancelB := context.WithDeadline(t.Context(), late)
+	defer cancelB()
 	ops := []*op{{ctx: ctxA}, {ctx: ctxB}}
-	fetching, doneF := callContext(ops, true)
-	defer doneF()
-	alone, doneA := callContext(ops[:1], false)
-	defer doneA()
-	merged, doneM := callContext(ops, false)
-	defer doneM()
+
+	alone, done := callContext(ops[:1], false)
+	defer done()
+	if alone != ctxA {
+		t.Fatal("the call of one caller does not run on its context")
+	}
+	fetching, done := callContext(ops, true)
+	defer done()
+	if _, ok := fetching.Deadline(); ok {
+		t.Fatal("a call that fetches has a deadline")
+	}
+	merged, done := callContext(ops, false)
+	defer done()
+	if d, ok := merged.Deadline(); !ok || !d.Equal(late) {
+		t.Fatalf("merged call's deadline %v, %v; want the latest, %v", d, ok, late)
+	}
+	open, done := callContext([]*op{{ctx: ctxA}, {ctx: t.Context()}}, false)
+	defer done()
+	if _, ok := open.Deadline(); ok {
+		t.Fatal("a merged call has a deadline though one of its callers has none")
+	}
 	cancelA()
-	if alone.Err() == nil {
-		t.Fatal("the call of one caller outlived its context")
-	}
-	if merged.Err() != nil {
-		t.Fatal("the merged call ended while one of its callers still waits")
-	}
 	cancelB()
-	<-merged.Done()
-	if fetching.Err() != nil {
-		t.Fatal("a call that fetches was cut off")
+	if fetching.Err() != nil || merged.Err() != nil || open.Err() != nil {
+		t.Fatal("a call was cut off by its callers' cancellation")
+	}
+}
+
+// TestMergeSentCallerWaits: a caller whose context ends after its call was sent waits for the
+// call, which still reads its receipts, and gets the call's results.
+func TestMergeSentCallerWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "a"}, Message{ID: "b"})
+	ds := b.fetch("c", 1)
+	m := &b.eng.calls
+	ctx, cancel := context.WithCancel(b.ctx)
+	taken, acked := queuedAck(t, b, ctx, receiptsOf(ds))
+	// Another caller sends the batch with the Ack in it, and is held inside the call.
+	sender := &op{ctx: b.ctx, consumer: "d", n: 1, run: 1, lease: time.Minute}
+	entered, proceed, led := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	send := m.send
+	m.send = func(ops []*op) {
+		close(entered)
+		<-proceed
+		send(ops)
+	}
+	go func() {
+		m.lead([]*op{sender, taken[0]}, true)
+		close(led)
+	}()
+	<-entered
+	cancel()
+	select {
+	case r := <-acked:
+		t.Fatalf("the Ack returned %v while its call was in flight", r.err)
+	case <-time.After(50 * time.Millisecond): // time for a wrongly leaving caller to leave
+	}
+	close(proceed)
+	<-led
+	r := <-acked
+	if r.err != nil || len(r.errs) != 1 || r.errs[0] != nil || sender.err != nil || len(sender.ds) != 1 {
+		t.Fatalf("Ack: %v, %v; sender: %v, %d tasks; want the ack done and task b fetched", r.errs, r.err, sender.err, len(sender.ds))
+	}
+}
+
+// goexitHook makes every command of a client end its goroutine.
+type goexitHook struct{ panicHook }
+
+func (goexitHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(context.Context, redis.Cmder) error {
+		runtime.Goexit()
+		return nil
+	}
+}
+
+// TestMergeLeadGoexitHandsOver: a call whose goroutine exits (runtime.Goexit) still gives the
+// other callers in it an error and the next waiting caller its batch.
+func TestMergeLeadGoexitHandsOver(t *testing.T) {
+	t.Parallel()
+	e, lead, other, next := hookedBatch(t, goexitHook{})
+	go e.calls.lead([]*op{lead, other}, true)
+	checkHandedOver(t, other, next)
+}
+
+// ackResult is what an Ack call returned.
+type ackResult struct {
+	errs []error
+	err  error
+}
+
+// queuedAck starts Ack(ctx, rs) on b's engine while both of its call slots are taken, waits until
+// the Ack is queued, and takes it off the queue as the batch to send next, as a call that returned
+// would. The Ack's result comes on the channel.
+func queuedAck(t *testing.T, b *bundle, ctx context.Context, rs []Receipt) ([]*op, <-chan ackResult) {
+	t.Helper()
+	m := &b.eng.calls
+	m.mu.Lock()
+	m.busy = mergeInFlight
+	m.mu.Unlock()
+	acked := make(chan ackResult, 1)
+	go func() {
+		errs, err := b.eng.Ack(ctx, rs)
+		acked <- ackResult{errs, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the Ack never queued")
+		}
+		m.mu.Lock()
+		queued := len(m.waiting) == 1
+		m.mu.Unlock()
+		if queued {
+			return m.next(), acked
+		}
 	}
 }

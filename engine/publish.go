@@ -44,14 +44,15 @@ type PublishResult struct {
 // Publish adds msgs in one round trip and reports per message whether it was added or a duplicate.
 // Concurrent Publish calls of the engine are merged into one script call (Config.MaxMerge), their
 // messages in order of arrival. It fails with ErrInvalid, before writing anything, when any
-// message is invalid, and with ctx's error when ctx ends before the reply came, after which the
-// messages may or may not have been added.
+// message is invalid; with ctx's error when ctx ends before the call is sent, nothing written;
+// and with Redis's error, after which the messages may or may not have been added.
 func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	out := make([]PublishResult, len(msgs))
 	args := make([]any, 0, publishArgs*len(msgs))
+	bytes := 0
 	for i := range msgs {
 		m := &msgs[i]
 		if err := e.validateMessage(m); err != nil {
@@ -66,10 +67,12 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		if !m.At.IsZero() {
 			at = max(m.At.UnixMilli(), 1)
 		}
+		headers := encodeHeaders(m.Headers)
+		bytes += len(m.Payload) + len(headers)
 		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
-			m.MaxAttempts, encodeHeaders(m.Headers), m.Payload)
+			m.MaxAttempts, headers, m.Payload)
 	}
-	o := &op{msgs: args, nmsgs: len(msgs)}
+	o := &op{msgs: args, nmsgs: len(msgs), bytes: bytes}
 	if err := e.pubs.do(ctx, o); err != nil {
 		return nil, err
 	}
