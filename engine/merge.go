@@ -129,7 +129,8 @@ func (m *merger) do(ctx context.Context, o *op) error {
 }
 
 // leadLater waits for the turn of o, whose caller left, and sends the batch if it is handed one.
-// It ends with that message: every op in a batch gets exactly one.
+// It ends with that message: every op in a batch gets exactly one. A panic in that call has no
+// caller to reach and ends the process, as a panic on any goroutine of the library would.
 func (m *merger) leadLater(o *op) {
 	if batch := <-o.turn; batch != nil {
 		m.lead(batch, true)
