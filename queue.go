@@ -144,8 +144,11 @@ type Message[T any] struct {
 // and whether it was a duplicate that changed nothing.
 type PublishResult = engine.PublishResult
 
-// Publish encodes v and publishes it as one task. It fails with ErrInvalid for invalid options or
-// an oversized payload, and with the codec's error when v cannot be encoded; nothing is written then.
+// Publish encodes v and publishes it as one task. Publishes of one Queue from several goroutines
+// that meet go to Redis as one script call (group commit), each getting its own result. It fails
+// with ErrInvalid for invalid options or an oversized payload, and with the codec's error when v
+// cannot be encoded; nothing is written then. It fails with ctx's error when ctx ends before the
+// call is sent, nothing written, and with Redis's error, after which the task may or may not exist.
 func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (PublishResult, error) {
 	var o PublishOpts
 	if opts != nil {
