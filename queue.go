@@ -148,7 +148,8 @@ type PublishResult = engine.PublishResult
 // that meet go to Redis as one script call (group commit), each getting its own result. It fails
 // with ErrInvalid for invalid options or an oversized payload, and with the codec's error when v
 // cannot be encoded; nothing is written then. It fails with ctx's error when ctx ends before the
-// call is sent, nothing written, and with Redis's error, after which the task may or may not exist.
+// call is sent, nothing written, and with Redis's or ctx's error during the call, after which the
+// task may or may not exist.
 func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (PublishResult, error) {
 	var o PublishOpts
 	if opts != nil {

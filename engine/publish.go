@@ -45,7 +45,8 @@ type PublishResult struct {
 // Concurrent Publish calls of the engine are merged into one script call (Config.MaxMerge), their
 // messages in order of arrival. It fails with ErrInvalid, before writing anything, when any
 // message is invalid; with ctx's error when ctx ends before the call is sent, nothing written;
-// and with Redis's error, after which the messages may or may not have been added.
+// and with Redis's or ctx's error during the call, after which the messages may or may not have
+// been added.
 func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
