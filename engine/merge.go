@@ -120,7 +120,7 @@ func (m *merger) do(ctx context.Context, o *op) error {
 			go m.leadLater(o)
 			return ctx.Err()
 		}
-		batch = <-o.turn // sent: to send (it is the batch's first) or by another caller
+		batch = <-o.turn // sent by another caller (only a batch's own sender marks its first op): nil
 	}
 	if batch != nil {
 		m.lead(batch, true)
