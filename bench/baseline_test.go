@@ -218,3 +218,38 @@ func BenchmarkConsumePartitions(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumePartitionsInterleaved runs ConsumePartitions' 8 consumers of 5 over 10 and over
+// 1,000,000 partitions, ordered and unordered, in alternating blocks of 2,000 tasks in one process,
+// so that the machine's drift, which moves a pair of separate runs by more than the ratio they are
+// to show, hits both sides alike. It reports each side's tasks/s and their ratio (big/small, the
+// target being at least 0.9).
+func BenchmarkConsumePartitionsInterleaved(b *testing.B) {
+	const block, bigParts = 2000, 1_000_000
+	for _, ordered := range []bool{false, true} {
+		name := "unordered"
+		if ordered {
+			name = "ordered"
+		}
+		b.Run(name, func(b *testing.B) {
+			small, big := newEngine(b), newEngine(b)
+			seed(b, small, b.N, 10, ordered)
+			seed(b, big, max(b.N, bigParts), bigParts, ordered)
+			var tSmall, tBig time.Duration
+			b.ResetTimer()
+			for done := 0; done < b.N; done += block {
+				n := min(block, b.N-done)
+				start := time.Now()
+				consume(b, small, 8, 5, n, false)
+				mid := time.Now()
+				consume(b, big, 8, 5, n, false)
+				tSmall, tBig = tSmall+mid.Sub(start), tBig+time.Since(mid)
+			}
+			b.StopTimer()
+			rateSmall, rateBig := float64(b.N)/tSmall.Seconds(), float64(b.N)/tBig.Seconds()
+			b.ReportMetric(rateSmall, "tasks/s-10")
+			b.ReportMetric(rateBig, "tasks/s-1000000")
+			b.ReportMetric(rateBig/rateSmall, "ratio")
+		})
+	}
+}
