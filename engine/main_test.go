@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +126,34 @@ func (b *bundle) waitServerPast(t time.Time) {
 			b.t.Fatalf("server clock did not pass %v", t)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// publishConcurrently runs producers goroutines at once, each publishing each messages of one
+// task a call, the i-th of producer g being msg(g, i), and fails the test on an error or a
+// duplicate.
+func (b *bundle) publishConcurrently(producers, each int, msg func(g, i int) Message) {
+	b.t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for g := range producers {
+		wg.Go(func() {
+			for i := range each {
+				m := msg(g, i)
+				res, err := b.eng.Publish(b.ctx, []Message{m})
+				if err == nil && (len(res) != 1 || res[0].Duplicate) {
+					err = fmt.Errorf("publish %s: %+v", m.ID, res)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.t.Fatal(err)
 	}
 }

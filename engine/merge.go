@@ -49,8 +49,7 @@ type op struct {
 	n, run   int    // the most tasks to lease, and of one ordered partition in a row
 	lease    time.Duration
 	msgs     []any // a Publish's script arguments, publishArgs per message
-	nmsgs    int
-	bytes    int // of the payloads and headers in msgs
+	bytes    int   // of the payloads and headers in msgs
 
 	// state is queued until the caller that sends the op's batch marks it sent, or the op's own
 	// caller marks it left, whichever comes first: a sent op's caller waits for the result, and a
@@ -75,8 +74,11 @@ const (
 	opLeft
 )
 
+// published is the number of messages o publishes.
+func (o *op) published() int { return len(o.msgs) / publishArgs }
+
 // size is what o adds to a merged call, in tasks.
-func (o *op) size() int { return o.n + len(o.acks) + o.nmsgs }
+func (o *op) size() int { return o.n + len(o.acks) + o.published() }
 
 // merger queues the ops that arrive while its calls are in flight, and sends them.
 type merger struct {
@@ -345,7 +347,7 @@ func (e *Engine) sendPublishes(ops []*op) {
 	defer done()
 	total := 0
 	for _, o := range ops {
-		total += o.nmsgs
+		total += o.published()
 	}
 	args := make([]any, 0, 1+publishArgs*total)
 	args = append(args, e.cfg.DedupWindow.Milliseconds())
@@ -362,10 +364,10 @@ func (e *Engine) sendPublishes(ops []*op) {
 			o.dups, o.err = nil, err
 			continue
 		}
-		o.dups = make([]bool, o.nmsgs)
+		o.dups = make([]bool, o.published())
 		for i := range o.dups {
 			o.dups[i] = codes[i] == codeDuplicate
 		}
-		codes = codes[o.nmsgs:]
+		codes = codes[len(o.dups):]
 	}
 }

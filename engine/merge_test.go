@@ -303,8 +303,8 @@ func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
 		}
 	}
 	pubs := []*op{
-		{ctx: ctx, msgs: []any{"a", "", "0", int64(0), int64(0), 0, "", []byte("x")}, nmsgs: 1},
-		{ctx: ctx, msgs: []any{"b", "", "0", int64(0), int64(0), 0, "", []byte("y")}, nmsgs: 1},
+		{ctx: ctx, msgs: []any{"a", "", "0", int64(0), int64(0), 0, "", []byte("x")}},
+		{ctx: ctx, msgs: []any{"b", "", "0", int64(0), int64(0), 0, "", []byte("y")}},
 	}
 	e.sendPublishes(pubs)
 	for i, o := range pubs {
@@ -465,7 +465,7 @@ func TestMergedPublishes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	pub := func(ids ...string) *op {
-		o := &op{ctx: b.ctx, nmsgs: len(ids)}
+		o := &op{ctx: b.ctx}
 		for _, id := range ids {
 			o.msgs = append(o.msgs, id, "", "0", int64(0), int64(0), 0, "", []byte(id))
 		}
@@ -497,28 +497,9 @@ func TestMergeConcurrentPublishers(t *testing.T) {
 			t.Parallel()
 			b := setup(t, Config{MaxMerge: maxMerge})
 			const producers, each = 8, 50
-			var wg sync.WaitGroup
-			errs := make(chan error, producers)
-			for p := range producers {
-				wg.Go(func() {
-					for i := range each {
-						id := fmt.Sprintf("p%d-%03d", p, i)
-						res, err := b.eng.Publish(b.ctx, []Message{{ID: id, Partition: partition.Key(fmt.Sprint("u", i%4))}})
-						if err == nil && (len(res) != 1 || res[0].ID != id || res[0].Duplicate) {
-							err = fmt.Errorf("publish %s: %+v", id, res)
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+			b.publishConcurrently(producers, each, func(g, i int) Message {
+				return Message{ID: fmt.Sprintf("p%d-%03d", g, i), Partition: partition.Key(fmt.Sprint("u", i%4))}
+			})
 			st, err := b.eng.Stats(b.ctx)
 			if err != nil {
 				t.Fatal(err)

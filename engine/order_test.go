@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,26 +69,9 @@ func TestOrderedPartitionKeepsPublishOrder(t *testing.T) {
 		t.Parallel()
 		b := setup(t, Config{})
 		const producers, each = 4, 50
-		var wg sync.WaitGroup
-		errs := make(chan error, producers)
-		for g := 0; g < producers; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < each; i++ {
-					m := Message{ID: fmt.Sprintf("g%d-%03d", g, i), Partition: p}
-					if _, err := b.eng.Publish(b.ctx, []Message{m}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		b.publishConcurrently(producers, each, func(g, i int) Message {
+			return Message{ID: fmt.Sprintf("g%d-%03d", g, i), Partition: p}
+		})
 		// The publish sequence is the order: read it from the records, then drain.
 		type seqID struct{ seq, id string }
 		var bySeq []seqID

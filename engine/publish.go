@@ -73,7 +73,7 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
 			m.MaxAttempts, headers, m.Payload)
 	}
-	o := &op{msgs: args, nmsgs: len(msgs), bytes: bytes}
+	o := &op{msgs: args, bytes: bytes}
 	if err := e.pubs.do(ctx, o); err != nil {
 		return nil, err
 	}

@@ -90,13 +90,7 @@ func parallelWorkload(maxMerge int) runFunc {
 			return 0, err
 		}
 		receipts := make([][]engine.Receipt, consumers)
-		step := func() error {
-			var g errgroup.Group
-			for i := range consumers {
-				g.Go(func() error { return ackFetch(ctx, e, fmt.Sprint("instr-", i), &receipts[i]) })
-			}
-			return g.Wait()
-		}
+		step := atOnce(func(i int) error { return ackFetch(ctx, e, fmt.Sprint("instr-", i), &receipts[i]) })
 		return measured(calls, fetchSize*consumers, step, control)
 	}
 }
@@ -162,18 +156,24 @@ func parallelPublishWorkload(maxMerge int) runFunc {
 			return 0, err
 		}
 		var next atomic.Int64
-		step := func() error {
-			var g errgroup.Group
-			for range consumers {
-				g.Go(func() error {
-					msg := engine.Message{Partition: partitionKey(int(next.Add(1)), false), Payload: payload20}
-					_, err := e.Publish(ctx, []engine.Message{msg})
-					return err
-				})
-			}
-			return g.Wait()
-		}
+		step := atOnce(func(int) error {
+			msg := engine.Message{Partition: partitionKey(int(next.Add(1)), false), Payload: payload20}
+			_, err := e.Publish(ctx, []engine.Message{msg})
+			return err
+		})
 		return measured(calls, consumers, step, control)
+	}
+}
+
+// atOnce returns a step that runs call(i) for each of the 8 callers (consumers) at once and
+// waits for all of them.
+func atOnce(call func(i int) error) func() error {
+	return func() error {
+		var g errgroup.Group
+		for i := range consumers {
+			g.Go(func() error { return call(i) })
+		}
+		return g.Wait()
 	}
 }
 
