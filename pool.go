@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/srqueue/srq/engine"
@@ -24,7 +25,7 @@ type job struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
-	freed  bool // its slot went back when its handler succeeded, before the ack (freeSlot)
+	freed  atomic.Bool // its slot went back when its handler succeeded, before the ack (freeSlot)
 }
 
 // pool is one Run's machinery: the loops share the worker and these channels.
@@ -32,7 +33,7 @@ type pool struct {
 	w        *Worker
 	slots    chan struct{}   // one per task the worker may hold, fetched or running
 	turn     chan struct{}   // held by the fetcher that is taking slots and fetching
-	acks     chan *job       // jobs to ack, batched by ackLoop (or sent along with a fetch)
+	acks     *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
 	stopping <-chan struct{} // closed when Run's context ends
 	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
 }
@@ -46,12 +47,27 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 // units to the handlers. While the shard has no work it blocks in Redis holding no slot, so the
 // fetchers of other shards can use them. The fetchers of a sharded queue take turns (FIFO): one at
 // a time takes every free slot and fetches, so each fetch gets as big a batch as a single shard's
-// would, instead of the free slots being split between the shards' fetchers. It ends when ctx
-// ends.
-func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng *engine.Engine) error {
+// would, instead of the free slots being split between the shards' fetchers. A queue of one shard
+// has two fetchers with a turn each: one fetch is under way while the tasks of the other are
+// handed out and run, and Redis is not left idle between a reply and the next call. On a queue of
+// one shard the fetcher also carries the queued acks (ackQueue). It ends when ctx ends.
+func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, shard *shardWait) error {
 	w := p.w
+	eng := shard.eng
+	// On a queue of one shard, this fetcher takes the queued acks along with its fetches while it
+	// fetches, and leaves them to the acker while it waits or backs off.
+	rides := len(w.shards.engines) == 1
+	riding := false
+	ride := func(on bool) {
+		if rides && riding != on {
+			riding = on
+			p.acks.ride(on)
+		}
+	}
+	defer ride(false)
 	backoff := time.Duration(0)
 	for {
+		ride(true)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -73,18 +89,19 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 				break grab
 			}
 		}
-		ds, nextDue, err := p.fetch(ctx, eng, n)
+		ds, nextDue, err := p.fetch(ctx, eng, n, rides)
 		for i := len(ds); i < n; i++ {
 			p.slots <- struct{}{}
 		}
 		<-p.turn
 		if err == nil && len(ds) == 0 {
+			ride(false)
 			wait := w.cfg.PollWait
 			if nextDue >= 0 {
 				wait = max(min(wait, nextDue), time.Millisecond)
 			}
 			var woken bool
-			woken, err = eng.Wait(ctx, wait)
+			woken, err = shard.wait(ctx, wait)
 			if woken && len(p.slots) == 0 {
 				// Every slot is busy (with other shards' work): hand the wake-up on, so an idle
 				// worker takes this shard's work now rather than at the end of its own wait. (A
@@ -95,6 +112,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 			}
 		}
 		if err != nil {
+			ride(false)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -121,15 +139,13 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, eng
 	}
 }
 
-// fetch leases up to n tasks from eng. On a queue of one shard, the acks queued for the acker by
-// then (it is busy with an earlier batch when acks pile up) go along in the same call (AckFetch,
-// one round trip and one script instead of two). With several shards the queue holds other
-// shards' acks too, which would have to go back: the acker sends them all.
-func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.Delivery, time.Duration, error) {
+// fetch leases up to n tasks from eng. A fetcher that rides takes the queued acks along in the
+// same call (AckFetch, one round trip and one script instead of two).
+func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int, rides bool) ([]engine.Delivery, time.Duration, error) {
 	w := p.w
 	var mine []*job
-	if len(w.shards.engines) == 1 {
-		mine = p.queuedAcks(nil)
+	if rides {
+		mine = p.acks.take()
 	}
 	if len(mine) == 0 {
 		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
@@ -194,13 +210,12 @@ func (p *pool) release(j *job) {
 	p.freeSlot(j)
 }
 
-// freeSlot gives j's slot back once. A job whose handler succeeded gives it back before its ack,
-// so the fetcher can fetch while acks are on their way; the task stays held (its lease extended)
-// until the ack. The job is handed from its handler to the acker over a channel, so the flag is
-// never read and written at once.
+// freeSlot gives j's slot back once. A job whose handler succeeded gives it back right after
+// queueing its ack, so the fetcher can fetch while acks are on their way; the task stays held (its
+// lease extended) until the ack. The ack may be done, and the job released, before its handler's
+// goroutine gets here: whichever comes first gives the slot back.
 func (p *pool) freeSlot(j *job) {
-	if !j.freed {
-		j.freed = true
+	if j.freed.CompareAndSwap(false, true) {
 		p.slots <- struct{}{}
 	}
 }
@@ -263,8 +278,9 @@ func recoverPanic(err *error) {
 func (p *pool) settle(j *job, err error) (wentBack bool) {
 	w := p.w
 	if err == nil {
+		// Queued before its slot is freed: a fetcher that takes the slot finds the ack (ackQueue).
+		p.acks.put(j)
 		p.freeSlot(j)
-		p.acks <- j
 		return false
 	}
 	var (
@@ -363,32 +379,16 @@ func (p *pool) logSettle(op string, j *job, err error, errs []error) {
 // maxAckBatch is the most acks sent in one call.
 const maxAckBatch = 256
 
-// ackLoop acks jobs in batches: it waits for one, takes whatever else is queued (up to
-// maxAckBatch) and acks them in one call. It ends when acks is closed and drained.
+// ackLoop acks the jobs no fetch takes along, whatever is queued (up to maxAckBatch) in one call.
+// It ends when the queue is closed and drained.
 func (p *pool) ackLoop() error {
-	batch := make([]*job, 0, maxAckBatch)
-	for j := range p.acks {
-		batch = p.queuedAcks(append(batch[:0], j))
+	for {
+		batch, ok := p.acks.next(maxAckBatch)
+		if !ok {
+			return nil
+		}
 		p.ackShards(batch)
 	}
-	return nil
-}
-
-// queuedAcks appends to batch the acks queued now, without waiting, until batch holds
-// maxAckBatch or the queue is empty or closed.
-func (p *pool) queuedAcks(batch []*job) []*job {
-	for len(batch) < maxAckBatch {
-		select {
-		case j, ok := <-p.acks:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, j)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 // ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so

@@ -49,11 +49,12 @@ type WorkerConfig struct {
 	PollWait time.Duration
 }
 
-// Worker runs a handler over one queue with a bounded pool of goroutines: a fetcher per shard that
-// blocks in Redis while its shard has no work, Concurrency handlers, a lease extender, a recoverer
-// and a batched acker, supervised by an errgroup. The fetchers of a sharded queue share the pool's
-// free slots, taking turns, so every shard is served and an idle one holds no slot. Tasks of one ordered partition fetched together run one after
-// another in one handler.
+// Worker runs a handler over one queue with a bounded pool of goroutines: fetchers that block in
+// Redis while their shard has no work (two on a queue of one shard, which carry the acks along
+// with their fetches; one per shard of a sharded queue), Concurrency handlers, a lease extender, a
+// recoverer and a batched acker, supervised by an errgroup. The fetchers of a sharded queue share
+// the pool's free slots, taking turns, so every shard is served and an idle one holds no slot.
+// Tasks of one ordered partition fetched together run one after another in one handler.
 type Worker struct {
 	shards   *shardSet
 	queue    string
@@ -154,9 +155,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		slots <- struct{}{}
 	}
 	units := make(chan []*job, capacity)
-	acks := make(chan *job, capacity)
+	acks := newAckQueue()
 	handlersDone := make(chan struct{})
-	p := &pool{w: w, slots: slots, turn: make(chan struct{}, 1), acks: acks, stopping: ctx.Done(), base: base}
+	// One shard gets two fetchers, so one fetch is under way while the other's tasks are handed out
+	// (fetchLoop); the fetchers of several shards take turns, one fetching at a time.
+	fetchersPerShard := 1
+	if len(w.shards.engines) == 1 {
+		fetchersPerShard = 2
+	}
+	p := &pool{w: w, slots: slots, turn: make(chan struct{}, fetchersPerShard), acks: acks, stopping: ctx.Done(), base: base}
 
 	var handlers errgroup.Group
 	handlers.Go(func() error {
@@ -166,7 +173,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer p.handBackWaiting(units)
 		var fetchers errgroup.Group
 		for _, eng := range w.shards.engines {
-			fetchers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units, eng) })
+			shard := &shardWait{eng: eng}
+			for range fetchersPerShard {
+				fetchers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units, shard) })
+			}
 		}
 		return fetchers.Wait()
 	})
@@ -197,7 +207,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	err := handlers.Wait()
 	close(handlersDone)
-	close(acks) // every handler has ended: no more acks come
+	acks.close() // every handler has ended: no more acks come
 	stopLoops()
 	return errors.Join(err, loops.Wait())
 }
@@ -229,7 +239,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	defer stopHandlers(nil)
 	stopAfter := context.AfterFunc(ctx, func() { stopHandlers(ErrShutdown) })
 	defer stopAfter()
-	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: make(chan *job, capacity),
+	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: newAckQueue(),
 		stopping: ctx.Done(), base: base}
 	units := make(chan []*job, capacity)
 	for _, u := range p.group(ds, engs, handlerCtx) {
@@ -245,7 +255,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		handlers.Go(func() error { return p.handleLoop(units) })
 	}
 	err := handlers.Wait()
-	close(p.acks)
+	p.acks.close()
 	stopLoops()
 	return len(ds), errors.Join(fetchErr, err, loops.Wait())
 }

@@ -1,0 +1,113 @@
+package srq
+
+import "sync"
+
+// ackQueue holds the jobs whose handlers succeeded until a call acks them. On a queue of one
+// shard the fetchers take the queued acks along with their fetches (Engine.AckFetch: one round
+// trip and one script for both), and the acker sends them only while no fetcher is fetching: so a
+// busy worker makes one call where it would make two, and an idle one (its fetcher waiting in
+// Redis for work) still acks at once.
+//
+// A fetcher that rides (ride(true)) promises to take the queue along with its next fetch. It keeps
+// that promise because a job is queued before its slot is freed (pool.settle): a fetcher that grabs
+// the slot takes the ack after it, and a slot not grabbed yet wakes a fetcher later.
+type ackQueue struct {
+	mu     sync.Mutex
+	jobs   []*job
+	riders int           // fetchers riding: they take the acks, the acker leaves them
+	closed bool          // no more jobs come: the acker takes everything
+	signal chan struct{} // capacity 1: the acker has acks to send, or the queue closed
+}
+
+func newAckQueue() *ackQueue { return &ackQueue{signal: make(chan struct{}, 1)} }
+
+// put queues j's ack, waking the acker when no fetcher rides.
+func (q *ackQueue) put(j *job) {
+	q.mu.Lock()
+	q.jobs = append(q.jobs, j)
+	if q.riders == 0 {
+		q.notify()
+	}
+	q.mu.Unlock()
+}
+
+// ride tells whether a fetcher takes acks along: on (true) from when it starts looking for work,
+// off (false) when it stops fetching for a while (waiting in Redis, backing off, ending). Turning
+// the last rider off hands the queued acks to the acker. A fetcher's on is paired with one off.
+func (q *ackQueue) ride(on bool) {
+	q.mu.Lock()
+	if on {
+		q.riders++
+	} else {
+		q.riders--
+		if q.riders == 0 && len(q.jobs) > 0 {
+			q.notify()
+		}
+	}
+	q.mu.Unlock()
+}
+
+// take removes and returns every queued job, oldest first, for a fetch to carry. Every one: the
+// fetch may have taken the slots of all of them (see ackQueue), so an ack left behind could wait
+// for a slot that no running handler frees soon. They are few: the acks queued since the last fetch.
+func (q *ackQueue) take() []*job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.takeLocked(len(q.jobs))
+}
+
+func (q *ackQueue) takeLocked(max int) []*job {
+	n := min(len(q.jobs), max)
+	if n == 0 {
+		return nil
+	}
+	out := make([]*job, n)
+	copy(out, q.jobs)
+	rest := copy(q.jobs, q.jobs[n:])
+	clear(q.jobs[rest:]) // the jobs handed out are not kept reachable from here
+	q.jobs = q.jobs[:rest]
+	return out
+}
+
+// next waits until the acker has acks to send and returns up to max of them. It returns nil, false
+// once the queue is closed and empty.
+func (q *ackQueue) next(max int) ([]*job, bool) {
+	for range q.signal {
+		q.mu.Lock()
+		var batch []*job
+		if q.riders == 0 || q.closed {
+			batch = q.takeLocked(max)
+			if len(q.jobs) > 0 {
+				q.notify() // more than one batch queued
+			}
+		}
+		done := q.closed && len(q.jobs) == 0
+		if q.closed {
+			q.notify() // the acker's next call finds the rest, or that it is done
+		}
+		q.mu.Unlock()
+		if len(batch) > 0 {
+			return batch, true
+		}
+		if done {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// close says no more jobs come (every handler has ended); the acker sends what is queued and ends.
+func (q *ackQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.notify()
+	q.mu.Unlock()
+}
+
+// notify wakes the acker unless a wake-up is pending already. Called with mu held.
+func (q *ackQueue) notify() {
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,217 @@
+package srq_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/lua"
+)
+
+// callWatch is a go-redis hook that counts the script calls a client makes, by script name,
+// signals each BLPOP (a worker's fetcher waiting in Redis for work) on blpop, without blocking,
+// and keeps the most BLPOPs it saw under way at once.
+type callWatch struct {
+	mu               sync.Mutex
+	scripts          map[string]int    // script name -> calls
+	names            map[string]string // SHA1 -> script name
+	blpop            chan struct{}
+	blpops, blpopMax int
+}
+
+func newCallWatch(t *testing.T) *callWatch {
+	t.Helper()
+	h := &callWatch{scripts: map[string]int{}, names: map[string]string{}, blpop: make(chan struct{}, 1)}
+	for _, name := range lua.Names() {
+		src, err := lua.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha1.Sum([]byte(src))
+		h.names[hex.EncodeToString(sum[:])] = name
+	}
+	return h
+}
+
+func (h *callWatch) saw(cmd redis.Cmder) {
+	switch args := cmd.Args(); strings.ToLower(cmd.Name()) {
+	case "evalsha":
+		h.mu.Lock()
+		h.scripts[h.names[fmt.Sprint(args[1])]]++
+		h.mu.Unlock()
+	case "blpop":
+		select {
+		case h.blpop <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *callWatch) calls(script string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.scripts[script]
+}
+
+func (h *callWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *callWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.saw(cmd)
+		if strings.EqualFold(cmd.Name(), "blpop") {
+			h.mu.Lock()
+			h.blpops++
+			h.blpopMax = max(h.blpopMax, h.blpops)
+			h.mu.Unlock()
+			defer func() {
+				h.mu.Lock()
+				h.blpops--
+				h.mu.Unlock()
+			}()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// mostBlpops returns the most BLPOPs seen under way at once.
+func (h *callWatch) mostBlpops() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.blpopMax
+}
+
+func (h *callWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.saw(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// watchedQueue returns a queue of T on a fresh queue name whose client reports to a callWatch.
+func watchedQueue[T any](t *testing.T) (*srq.Queue[T], *callWatch) {
+	t.Helper()
+	q, c := newQueue[T](t, srq.QueueConfig{})
+	h := newCallWatch(t)
+	c.AddHook(h)
+	return q, h
+}
+
+// TestBusyWorkerAcksAlongWithFetches: while a worker has work, its acks go out with its fetches
+// (ack_fetch.lua), one call for both; ack.lua serves only the acks that finish while its fetcher
+// waits for work, at the end.
+func TestBusyWorkerAcksAlongWithFetches(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, calls := watchedQueue[int](t)
+	const tasks, concurrency = 1000, 4
+	msgs := make([]srq.Message[int], tasks)
+	for i := range msgs {
+		msgs[i] = srq.Message[int]{Value: i, Opts: srq.PublishOpts{Partition: fmt.Sprint(i % 100)}}
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil }),
+		srq.WorkerConfig{Concurrency: concurrency, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "every task acked", func() bool {
+		s, err := q.Engine().Stats(ctx)
+		return err == nil && s.Acked == tasks && s.InFlight == 0
+	})
+	stop()
+	// At the end, each handler still running when the fetcher found nothing acks on its own: at
+	// most Concurrency plus Prefetch (4 + 4) calls. Before the acks rode along, the acker sent
+	// one call per batch throughout.
+	if n := calls.calls("ack"); n > 2*concurrency {
+		t.Errorf("%d ack.lua calls for %d tasks (%d ack_fetch.lua calls), want at most %d",
+			n, tasks, calls.calls("ack_fetch"), 2*concurrency)
+	}
+	if calls.calls("ack_fetch") == 0 {
+		t.Error("no ack_fetch.lua call: no ack went along with a fetch")
+	}
+}
+
+// TestIdleWorkerAcksAtOnce: a task that finishes while the worker's fetcher waits in Redis for
+// work (here with a PollWait of 10 minutes) is acked at once, not with the next fetch.
+func TestIdleWorkerAcksAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, calls := watchedQueue[int](t)
+	release := make(chan struct{})
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, _ *srq.Task[int]) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}), srq.WorkerConfig{Concurrency: 2, PollWait: 10 * time.Minute, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	<-calls.blpop // waiting for work
+	if _, err := q.Publish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task running", func() bool {
+		s, err := q.Engine().Stats(ctx)
+		return err == nil && s.InFlight == 1
+	})
+	// The fetcher looks again after fetching the task, finds nothing and waits: release the
+	// handler only then.
+	select {
+	case <-calls.blpop:
+	default:
+	}
+	<-calls.blpop
+	close(release)
+	waitFor(t, "the task acked", func() bool {
+		s, err := q.Engine().Stats(ctx)
+		return err == nil && s.Acked == 1 && s.InFlight == 0
+	})
+	stop()
+}
+
+// TestIdleWorkerWaitsOnOneConnection: the two fetchers of a queue of one shard take turns waiting
+// in Redis, so an idle worker holds one blocked connection; and both fetch again when work comes.
+func TestIdleWorkerWaitsOnOneConnection(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, calls := watchedQueue[int](t)
+	var done sync.WaitGroup
+	done.Add(2)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+		done.Done()
+		return nil
+	}), srq.WorkerConfig{Concurrency: 2, PollWait: 20 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	for range 10 { // ten waits of 20 ms, the fetchers taking turns
+		<-calls.blpop
+	}
+	if n := calls.mostBlpops(); n != 1 {
+		t.Fatalf("%d BLPOPs under way at once while idle, want 1", n)
+	}
+	for i := range 2 {
+		if _, err := q.Publish(ctx, i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done.Wait()
+}
