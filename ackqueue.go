@@ -4,9 +4,9 @@ import "sync"
 
 // ackQueue holds the jobs whose handlers succeeded until a call acks them. On a queue of one
 // shard the fetchers take the queued acks along with their fetches (Engine.AckFetch: one round
-// trip and one script for both), and the acker sends them only while no fetcher is fetching: so a
-// busy worker makes one call where it would make two, and an idle one (its fetcher waiting in
-// Redis for work) still acks at once.
+// trip and one script for both), and the acker sends them only while no fetcher rides (fetches, or
+// waits for a free slot to fetch with): so a busy worker makes one call where it would make two,
+// and an idle one (its fetchers waiting in Redis for work) still acks at once.
 //
 // A fetcher that rides (ride(true)) promises to take the queue along with its next fetch. It keeps
 // that promise because a job is queued before its slot is freed (pool.settle): a fetcher that grabs

@@ -25,14 +25,14 @@ type job struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
-	freed  atomic.Bool // its slot went back when its handler succeeded, before the ack (freeSlot)
+	freed  atomic.Bool // its slot went back: when its handler succeeded, or on release (freeSlot)
 }
 
 // pool is one Run's machinery: the loops share the worker and these channels.
 type pool struct {
 	w        *Worker
 	slots    chan struct{}   // one per task the worker may hold, fetched or running
-	turn     chan struct{}   // held by the fetcher that is taking slots and fetching
+	turn     chan struct{}   // a token per fetch that may be taking slots and fetching at once (1, or 2 on one shard)
 	acks     *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
 	stopping <-chan struct{} // closed when Run's context ends
 	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown

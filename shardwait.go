@@ -9,8 +9,9 @@ import (
 )
 
 // shardWait lets one fetcher of a shard at a time wait in Redis for work; the others park until
-// that wait ends and then look again. A worker with two fetchers on one shard thus holds one
-// blocked connection while idle, not two, and both fetch again once work comes.
+// that wait ends, or their own wait's time is up, and then look again. A worker with two fetchers
+// on one shard thus holds one blocked connection while idle, not two, and both fetch again once
+// work comes.
 type shardWait struct {
 	eng     *engine.Engine
 	mu      sync.Mutex
@@ -18,18 +19,25 @@ type shardWait struct {
 }
 
 // wait waits in Redis for up to d for work on the shard, or, while another fetcher does that,
-// until its wait ends. It reports whether this call took a wake-up token, and fails with
-// Engine.Wait's error or ctx's.
+// until its wait ends or d passes. It reports whether this call took a wake-up token, and fails
+// with Engine.Wait's error or ctx's.
+//
+// A parked fetcher keeps its own d: it may be due sooner than the other's (a delayed task due in
+// d, which this fetcher's fetch learnt of), and the fetch that learnt of it may also have dropped
+// the wake-up token that would have ended the other's wait.
 func (s *shardWait) wait(ctx context.Context, d time.Duration) (woken bool, err error) {
 	s.mu.Lock()
 	if ch := s.waiting; ch != nil {
 		s.mu.Unlock()
+		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-ch:
-			return false, nil
+		case <-t.C:
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
+		return false, nil
 	}
 	ch := make(chan struct{})
 	s.waiting = ch

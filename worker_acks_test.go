@@ -171,12 +171,14 @@ func TestIdleWorkerAcksAtOnce(t *testing.T) {
 		s, err := q.Engine().Stats(ctx)
 		return err == nil && s.InFlight == 1
 	})
-	// The fetcher looks again after fetching the task, finds nothing and waits: release the
-	// handler only then.
+	// After fetching the task the fetchers look again, find nothing and wait, one in Redis and one
+	// for it: release the handler only then, when no fetcher would take its ack along. Two BLPOPs
+	// after this point are a whole MaxBlock (1s) apart, past the fetchers' last look.
 	select {
 	case <-calls.blpop:
 	default:
 	}
+	<-calls.blpop
 	<-calls.blpop
 	close(release)
 	waitFor(t, "the task acked", func() bool {
@@ -187,15 +189,14 @@ func TestIdleWorkerAcksAtOnce(t *testing.T) {
 }
 
 // TestIdleWorkerWaitsOnOneConnection: the two fetchers of a queue of one shard take turns waiting
-// in Redis, so an idle worker holds one blocked connection; and both fetch again when work comes.
+// in Redis, so an idle worker holds one blocked connection; and work published then is done.
 func TestIdleWorkerWaitsOnOneConnection(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	q, calls := watchedQueue[int](t)
-	var done sync.WaitGroup
-	done.Add(2)
+	ran := make(chan struct{}, 2)
 	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
-		done.Done()
+		ran <- struct{}{}
 		return nil
 	}), srq.WorkerConfig{Concurrency: 2, PollWait: 20 * time.Millisecond, Logger: quiet})
 	if err != nil {
@@ -213,5 +214,11 @@ func TestIdleWorkerWaitsOnOneConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done.Wait()
+	for range 2 {
+		select {
+		case <-ran:
+		case <-ctx.Done():
+			t.Fatal("the published tasks did not run")
+		}
+	}
 }

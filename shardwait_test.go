@@ -1,0 +1,60 @@
+package srq
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/redistest"
+)
+
+// TestShardWaitParkedKeepsItsDueTime: a fetcher parked behind another's long wait in Redis returns
+// when its own, shorter wait is up (a delayed task of its fetch is due), not when the other's ends.
+func TestShardWaitParkedKeepsItsDueTime(t *testing.T) {
+	t.Parallel()
+	eng, err := engine.New(redistest.Client(t), engine.Config{Queue: redistest.Queue(t), MaxBlock: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shardWait{eng: eng}
+	ctx, cancel := context.WithCancel(context.Background())
+	long := make(chan error, 1)
+	go func() {
+		_, err := s.wait(ctx, 10*time.Minute)
+		long <- err
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s.mu.Lock()
+		waiting := s.waiting != nil
+		s.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first wait never began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	short := make(chan error, 1)
+	go func() {
+		woken, err := s.wait(ctx, 20*time.Millisecond)
+		if woken {
+			t.Error("the parked wait reports a wake-up token it did not take")
+		}
+		short <- err
+	}()
+	select {
+	case err := <-short:
+		if err != nil {
+			t.Errorf("parked wait: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("the parked wait did not return at its own time")
+	}
+	cancel()
+	if err := <-long; err == nil {
+		t.Error("the long wait returned nil after its context ended")
+	}
+}
