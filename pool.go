@@ -49,9 +49,10 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 // a time takes every free slot and fetches, so each fetch gets as big a batch as a single shard's
 // would, instead of the free slots being split between the shards' fetchers. A queue of one shard
 // has two fetchers with a turn each: one fetch is under way while the tasks of the other are
-// handed out and run, and Redis is not left idle between a reply and the next call. On a queue of
-// one shard the fetcher also carries the queued acks (ackQueue). It ends when ctx ends.
-func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, shard *shardWait) error {
+// handed out and run, and Redis is not left idle between a reply and the next call; a fetch that
+// begins while the other is under way waits for half the slots first (shardFetchers). On a queue
+// of one shard the fetcher also carries the queued acks (ackQueue). It ends when ctx ends.
+func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, shard *shardFetchers) error {
 	w := p.w
 	eng := shard.eng
 	// On a queue of one shard, this fetcher takes the queued acks along with its fetches while it
@@ -89,7 +90,23 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 				break grab
 			}
 		}
+		if other := shard.begin(); other != nil {
+			// Another fetch is under way: wait for half the slots, or until it returns, so the
+			// two calls in flight stay large rather than this one taking what is free at once.
+		more:
+			for n < cap(p.slots)/2 {
+				select {
+				case <-p.slots:
+					n++
+				case <-other:
+					break more
+				case <-ctx.Done():
+					break more // the fetch fails with ctx's error and gives the slots back
+				}
+			}
+		}
 		ds, nextDue, err := p.fetch(ctx, eng, n, rides)
+		shard.end()
 		for i := len(ds); i < n; i++ {
 			p.slots <- struct{}{}
 		}

@@ -173,7 +173,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer p.handBackWaiting(units)
 		var fetchers errgroup.Group
 		for _, eng := range w.shards.engines {
-			shard := &shardWait{eng: eng}
+			shard := &shardFetchers{eng: eng}
 			for range fetchersPerShard {
 				fetchers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units, shard) })
 			}

@@ -9,15 +9,15 @@ import (
 	"github.com/srqueue/srq/internal/redistest"
 )
 
-// TestShardWaitParkedKeepsItsDueTime: a fetcher parked behind another's long wait in Redis returns
+// TestShardFetchersParkedWaitKeepsItsDueTime: a fetcher parked behind another's long wait in Redis returns
 // when its own, shorter wait is up (a delayed task of its fetch is due), not when the other's ends.
-func TestShardWaitParkedKeepsItsDueTime(t *testing.T) {
+func TestShardFetchersParkedWaitKeepsItsDueTime(t *testing.T) {
 	t.Parallel()
 	eng, err := engine.New(redistest.Client(t), engine.Config{Queue: redistest.Queue(t), MaxBlock: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &shardWait{eng: eng}
+	s := &shardFetchers{eng: eng}
 	ctx, cancel := context.WithCancel(context.Background())
 	long := make(chan error, 1)
 	go func() {
@@ -57,4 +57,34 @@ func TestShardWaitParkedKeepsItsDueTime(t *testing.T) {
 	if err := <-long; err == nil {
 		t.Error("the long wait returned nil after its context ended")
 	}
+}
+
+// TestShardFetchersBegin: a fetch that begins alone is not told to wait; one that begins while
+// another is under way gets a channel that the end of a fetch closes.
+func TestShardFetchersBegin(t *testing.T) {
+	t.Parallel()
+	var s shardFetchers
+	if s.begin() != nil {
+		t.Fatal("a fetch beginning alone is told of another under way")
+	}
+	other := s.begin()
+	if other == nil {
+		t.Fatal("a fetch beginning while another is under way is not told")
+	}
+	select {
+	case <-other:
+		t.Fatal("closed before any fetch ended")
+	default:
+	}
+	s.end()
+	select {
+	case <-other:
+	default:
+		t.Fatal("not closed when the other fetch ended")
+	}
+	s.end()
+	if s.begin() != nil {
+		t.Fatal("a fetch beginning after both ended is told of another under way")
+	}
+	s.end()
 }

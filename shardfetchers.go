@@ -1,0 +1,88 @@
+package srq
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/srqueue/srq/engine"
+)
+
+// shardFetchers is what the fetchers of one shard share: which of them waits in Redis for work,
+// and how many fetch now.
+//
+// One fetcher at a time waits in Redis; the others park until that wait ends, or their own wait's
+// time is up, and then look again. A worker with two fetchers on one shard thus holds one blocked
+// connection while idle, not two, and both fetch again once work comes.
+//
+// A fetch that begins while another is under way is told so (begin), and waits for more free
+// slots, up to when the other returns (fetchLoop): two calls in flight keep Redis busy, and the
+// second one waiting for half the slots keeps them large, where taking whatever is free at once
+// made them small (docs/benchmarks.md, section 3.7).
+type shardFetchers struct {
+	eng      *engine.Engine
+	mu       sync.Mutex
+	waiting  chan struct{} // while a fetcher waits in Redis; closed when its wait ends
+	fetching int           // fetches under way (between begin and end)
+	fetched  chan struct{} // made by a begin that found a fetch under way; closed by the next end
+}
+
+// begin notes a fetch beginning. While another fetch is under way it returns a channel closed when
+// one of the fetches under way ends; else nil.
+func (s *shardFetchers) begin() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var other chan struct{}
+	if s.fetching > 0 {
+		if s.fetched == nil {
+			s.fetched = make(chan struct{})
+		}
+		other = s.fetched
+	}
+	s.fetching++
+	return other
+}
+
+// end notes that a fetch that began has returned.
+func (s *shardFetchers) end() {
+	s.mu.Lock()
+	s.fetching--
+	if s.fetched != nil {
+		close(s.fetched)
+		s.fetched = nil
+	}
+	s.mu.Unlock()
+}
+
+// wait waits in Redis for up to d for work on the shard, or, while another fetcher does that,
+// until its wait ends or d passes. It reports whether this call took a wake-up token, and fails
+// with Engine.Wait's error or ctx's.
+//
+// A parked fetcher keeps its own d: it may be due sooner than the other's (a delayed task due in
+// d, which this fetcher's fetch learnt of), and the fetch that learnt of it may also have dropped
+// the wake-up token that would have ended the other's wait.
+func (s *shardFetchers) wait(ctx context.Context, d time.Duration) (woken bool, err error) {
+	s.mu.Lock()
+	if ch := s.waiting; ch != nil {
+		s.mu.Unlock()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		return false, nil
+	}
+	ch := make(chan struct{})
+	s.waiting = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.waiting = nil
+		close(ch)
+		s.mu.Unlock()
+	}()
+	return s.eng.Wait(ctx, d)
+}
