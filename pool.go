@@ -48,10 +48,12 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 // fetchers of other shards can use them. The fetchers of a sharded queue take turns (FIFO): one at
 // a time takes every free slot and fetches, so each fetch gets as big a batch as a single shard's
 // would, instead of the free slots being split between the shards' fetchers. A queue of one shard
-// has two fetchers with a turn each: one fetch is under way while the tasks of the other are
-// handed out and run, and Redis is not left idle between a reply and the next call; a fetch that
-// begins while the other is under way waits for half the slots first (shardFetchers). On a queue
-// of one shard the fetcher also carries the queued acks (ackQueue). It ends when ctx ends.
+// has two fetchers with a turn each, so one can fetch while the other's call is under way; that
+// second fetch first waits until it holds half of all slots, or the other returns (fetchFree).
+// While tasks finish faster than a round trip (a worker Redis keeps busy) the two calls overlap
+// and Redis is not left idle between a reply and the next call; with slower handlers they mostly
+// follow each other, each larger. On a queue of one shard the fetcher also carries the queued acks
+// (ackQueue). It ends when ctx ends.
 func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, shard *shardFetchers) error {
 	w := p.w
 	eng := shard.eng
@@ -80,36 +82,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 			return nil
 		case <-p.slots:
 		}
-		n := 1
-	grab:
-		for n < cap(p.slots) {
-			select {
-			case <-p.slots:
-				n++
-			default:
-				break grab
-			}
-		}
-		if other := shard.begin(); other != nil {
-			// Another fetch is under way: wait for half the slots, or until it returns, so the
-			// two calls in flight stay large rather than this one taking what is free at once.
-		more:
-			for n < cap(p.slots)/2 {
-				select {
-				case <-p.slots:
-					n++
-				case <-other:
-					break more
-				case <-ctx.Done():
-					break more // the fetch fails with ctx's error and gives the slots back
-				}
-			}
-		}
-		ds, nextDue, err := p.fetch(ctx, eng, n, rides)
-		shard.end()
-		for i := len(ds); i < n; i++ {
-			p.slots <- struct{}{}
-		}
+		ds, nextDue, err := p.fetchFree(ctx, shard, rides)
 		<-p.turn
 		if err == nil && len(ds) == 0 {
 			ride(false)
@@ -154,6 +127,54 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 			units <- u // never blocks: units has room for every slot
 		}
 	}
+}
+
+// fetchFree fetches for the free slots: it holds one already, takes every other free one, and
+// gives back those the fetch found no task for. A fetch that begins while the shard's other
+// fetcher's is under way first waits until it holds half of all slots, or the other returns (and
+// then takes what is free), or ctx ends: both calls in flight stay large, rather than this one
+// taking what is free at once.
+func (p *pool) fetchFree(ctx context.Context, shard *shardFetchers, rides bool) ([]engine.Delivery, time.Duration, error) {
+	n := 1 + p.grabSlots(cap(p.slots)-1)
+	if other := shard.begin(); other != nil {
+		n = p.waitSlots(ctx, other, n)
+	}
+	ds, nextDue, err := p.fetch(ctx, shard.eng, n, rides)
+	for i := len(ds); i < n; i++ {
+		p.slots <- struct{}{}
+	}
+	// After the slots went back: a fetch waiting for this one to end finds them.
+	shard.end()
+	return ds, nextDue, err
+}
+
+// waitSlots, holding n slots while another fetch of the shard is under way, takes more until it
+// holds half of all slots, or the other fetch returns (then it takes every slot free), or ctx
+// ends. It returns how many slots it holds.
+func (p *pool) waitSlots(ctx context.Context, other <-chan struct{}, n int) int {
+	for n < cap(p.slots)/2 {
+		select {
+		case <-p.slots:
+			n++
+		case <-other:
+			return n + p.grabSlots(cap(p.slots)-n)
+		case <-ctx.Done():
+			return n // the fetch fails with ctx's error and gives the slots back
+		}
+	}
+	return n
+}
+
+// grabSlots takes up to max of the slots free now, without waiting, and returns how many.
+func (p *pool) grabSlots(max int) int {
+	for n := 0; n < max; n++ {
+		select {
+		case <-p.slots:
+		default:
+			return n
+		}
+	}
+	return max
 }
 
 // fetch leases up to n tasks from eng. A fetcher that rides takes the queued acks along in the

@@ -15,10 +15,10 @@ import (
 // time is up, and then look again. A worker with two fetchers on one shard thus holds one blocked
 // connection while idle, not two, and both fetch again once work comes.
 //
-// A fetch that begins while another is under way is told so (begin), and waits for more free
-// slots, up to when the other returns (fetchLoop): two calls in flight keep Redis busy, and the
-// second one waiting for half the slots keeps them large, where taking whatever is free at once
-// made them small (docs/benchmarks.md, section 3.7).
+// A fetch that begins while another is under way is told so (begin), and waits until it holds
+// half of all slots, or the other returns (pool.fetchFree): two calls in flight keep Redis busy,
+// and the second one waiting for half the slots keeps them large, where taking whatever was free
+// at once made them small (docs/benchmarks.md, section 3.7).
 type shardFetchers struct {
 	eng      *engine.Engine
 	mu       sync.Mutex

@@ -25,21 +25,28 @@ func BenchmarkEndToEnd(b *testing.B) {
 	for _, ordered := range []bool{false, true} {
 		b.Run(fmt.Sprintf("ordered=%v", ordered), func(b *testing.B) {
 			q := newTypedQueue(b)
-			runWorker(b, q, 8, func(ctx context.Context) { publishTyped(ctx, b, q, b.N, 1000, ordered) })
+			runWorker(b, q, 8, 0, func(ctx context.Context) { publishTyped(ctx, b, q, b.N, 1000, ordered) })
 		})
 	}
 }
 
-// BenchmarkConsumeWorker measures consuming with srq's pool: a worker with 8 no-op handlers
+// BenchmarkConsumeWorker measures consuming with srq's pool: a worker with 8 handlers
 // (Concurrency 8, the default Prefetch of 8) processes b.N tasks published before the timer starts
 // over 100 unordered partitions. Where ConsumeParallel/consumers-8 has 8 consumers each fetching
-// and acking 5 on their own, the worker fetches for its free slots and acks in batches.
+// and acking 5 on their own, the worker fetches for its free slots and acks in batches. The
+// handlers return at once (concurrency-8), or after sleeping 200µs or 2ms, as handlers waiting on
+// other services do: the worker's calls then overlap the handlers rather than each other.
 func BenchmarkConsumeWorker(b *testing.B) {
-	b.Run("concurrency-8", func(b *testing.B) {
-		q := newTypedQueue(b)
-		publishTyped(context.Background(), b, q, b.N, 100, false)
-		runWorker(b, q, 8, nil)
-	})
+	for _, h := range []struct {
+		name  string
+		sleep time.Duration
+	}{{"concurrency-8", 0}, {"concurrency-8-handler-200us", 200 * time.Microsecond}, {"concurrency-8-handler-2ms", 2 * time.Millisecond}} {
+		b.Run(h.name, func(b *testing.B) {
+			q := newTypedQueue(b)
+			publishTyped(context.Background(), b, q, b.N, 100, false)
+			runWorker(b, q, 8, h.sleep, nil)
+		})
+	}
 }
 
 // newTypedQueue returns a typed queue on a fresh queue of the benchmark Redis; its keys are
@@ -67,14 +74,18 @@ func publishTyped(ctx context.Context, b *testing.B, q *srq.Queue[payload], n, p
 	}
 }
 
-// runWorker times a worker with concurrency no-op handlers until it has processed b.N tasks,
-// running publish (if not nil) beside it, and reports tasks/s and the Redis cost per task.
-func runWorker(b *testing.B, q *srq.Queue[payload], concurrency int, publish func(context.Context)) {
+// runWorker times a worker with concurrency handlers, each sleeping for sleep (0: not at all), until
+// it has processed b.N tasks, running publish (if not nil) beside it, and reports tasks/s and the
+// Redis cost per task.
+func runWorker(b *testing.B, q *srq.Queue[payload], concurrency int, sleep time.Duration, publish func(context.Context)) {
 	c := q.Engine().Client()
 	var done atomic.Int64
 	all := make(chan struct{})
 	n := int64(b.N)
 	h := srq.HandlerFunc[payload](func(context.Context, *srq.Task[payload]) error {
+		if sleep > 0 {
+			time.Sleep(sleep)
+		}
 		if done.Add(1) == n {
 			close(all)
 		}
