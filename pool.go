@@ -68,7 +68,6 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 		}
 	}
 	defer ride(false)
-	backoff := time.Duration(0)
 	for {
 		ride(true)
 		select {
@@ -106,7 +105,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 			if ctx.Err() != nil {
 				return nil
 			}
-			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+			backoff := shard.failed()
 			w.log.Error("fetch failed; retrying", "err", err, "in", backoff)
 			select {
 			case <-ctx.Done():
@@ -115,7 +114,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 			}
 			continue
 		}
-		backoff = 0
+		shard.succeeded()
 		if len(ds) == 0 {
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // shardFetchers is what the fetchers of one shard share: which of them waits in Redis for work,
-// and how many fetch now.
+// how many fetch now, and the backoff after failed fetches.
 //
 // One fetcher at a time waits in Redis; the others park until that wait ends, or their own wait's
 // time is up, and then look again. A worker with two fetchers on one shard thus holds one blocked
@@ -25,6 +25,24 @@ type shardFetchers struct {
 	waiting  chan struct{} // while a fetcher waits in Redis; closed when its wait ends
 	fetching int           // fetches under way (between begin and end)
 	fetched  chan struct{} // made by a begin that found a fetch under way; closed by the next end
+	backoff  time.Duration // the wait after the last failed fetch; 0 after a fetch that did not fail
+}
+
+// failed returns how long a fetcher waits after its fetch failed: the shard's backoff, doubled by
+// every failure of any of its fetchers (50ms, 100ms, … 5s), so that two fetchers of a shard that
+// cannot be reached try about as often as one would.
+func (s *shardFetchers) failed() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backoff = min(max(2*s.backoff, 50*time.Millisecond), 5*time.Second)
+	return s.backoff
+}
+
+// succeeded resets the backoff after a fetch that did not fail.
+func (s *shardFetchers) succeeded() {
+	s.mu.Lock()
+	s.backoff = 0
+	s.mu.Unlock()
 }
 
 // begin notes a fetch beginning. While another fetch is under way it returns a channel closed when

@@ -2,6 +2,7 @@ package srq
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,4 +88,22 @@ func TestShardFetchersBegin(t *testing.T) {
 		t.Fatal("a fetch beginning after both ended is told of another under way")
 	}
 	s.end()
+}
+
+// TestShardFetchersBackoff: the failures of a shard's fetchers share one backoff, doubled by each
+// and reset by a fetch that did not fail.
+func TestShardFetchersBackoff(t *testing.T) {
+	t.Parallel()
+	var s shardFetchers
+	var got []time.Duration
+	for range 9 {
+		got = append(got, s.failed())
+	}
+	s.succeeded()
+	got = append(got, s.failed())
+	ms := time.Millisecond
+	want := []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 5000 * ms, 5000 * ms, 50 * ms}
+	if !slices.Equal(got, want) {
+		t.Fatalf("backoffs %v, want %v", got, want)
+	}
 }
