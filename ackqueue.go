@@ -1,6 +1,9 @@
 package srq
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // ackQueue holds the jobs whose handlers succeeded until a call acks them. On a queue of one
 // shard the fetchers take the queued acks along with their fetches (Engine.AckFetch: one round
@@ -61,11 +64,8 @@ func (q *ackQueue) takeLocked(max int) []*job {
 	if n == 0 {
 		return nil
 	}
-	out := make([]*job, n)
-	copy(out, q.jobs)
-	rest := copy(q.jobs, q.jobs[n:])
-	clear(q.jobs[rest:]) // the jobs handed out are not kept reachable from here
-	q.jobs = q.jobs[:rest]
+	out := slices.Clone(q.jobs[:n])
+	q.jobs = slices.Delete(q.jobs, 0, n) // zeroes the tail: handed-out jobs are not kept reachable
 	return out
 }
 
@@ -77,13 +77,10 @@ func (q *ackQueue) next(max int) ([]*job, bool) {
 		var batch []*job
 		if q.riders == 0 || q.closed {
 			batch = q.takeLocked(max)
-			if len(q.jobs) > 0 {
-				q.notify() // more than one batch queued
-			}
 		}
 		done := q.closed && len(q.jobs) == 0
-		if q.closed {
-			q.notify() // the acker's next call finds the rest, or that it is done
+		if (len(batch) > 0 && len(q.jobs) > 0) || q.closed {
+			q.notify() // the acker's next call finds the rest, or that the queue is done
 		}
 		q.mu.Unlock()
 		if len(batch) > 0 {

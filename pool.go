@@ -57,9 +57,9 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, shard *shardFetchers) error {
 	w := p.w
 	eng := shard.eng
-	// On a queue of one shard, this fetcher takes the queued acks along with its fetches while it
-	// fetches, and leaves them to the acker while it waits or backs off.
-	rides := len(w.shards.engines) == 1
+	// This fetcher takes the queued acks along with its fetches while it fetches, and leaves them
+	// to the acker while it waits or backs off.
+	rides := p.acksRide()
 	riding := false
 	ride := func(on bool) {
 		if rides && riding != on {
@@ -81,7 +81,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 			return nil
 		case <-p.slots:
 		}
-		ds, nextDue, err := p.fetchFree(ctx, shard, rides)
+		ds, nextDue, err := p.fetchFree(ctx, shard)
 		<-p.turn
 		if err == nil && len(ds) == 0 {
 			ride(false)
@@ -133,12 +133,12 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 // fetcher's is under way first waits until it holds half of all slots, or the other returns (and
 // then takes what is free), or ctx ends: both calls in flight stay large, rather than this one
 // taking what is free at once.
-func (p *pool) fetchFree(ctx context.Context, shard *shardFetchers, rides bool) ([]engine.Delivery, time.Duration, error) {
+func (p *pool) fetchFree(ctx context.Context, shard *shardFetchers) ([]engine.Delivery, time.Duration, error) {
 	n := 1 + p.grabSlots(cap(p.slots)-1)
 	if other := shard.begin(); other != nil {
 		n = p.waitSlots(ctx, other, n)
 	}
-	ds, nextDue, err := p.fetch(ctx, shard.eng, n, rides)
+	ds, nextDue, err := p.fetch(ctx, shard.eng, n)
 	for i := len(ds); i < n; i++ {
 		p.slots <- struct{}{}
 	}
@@ -176,12 +176,18 @@ func (p *pool) grabSlots(max int) int {
 	return max
 }
 
-// fetch leases up to n tasks from eng. A fetcher that rides takes the queued acks along in the
-// same call (AckFetch, one round trip and one script instead of two).
-func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int, rides bool) ([]engine.Delivery, time.Duration, error) {
+// acksRide says whether the fetchers take the queued acks along with their fetches: on a queue of
+// one shard. With several, the queue holds other shards' acks too, which a fetch would have to
+// leave behind: the acker sends them all, one call per shard at once, so a slow node never holds
+// up a fetch.
+func (p *pool) acksRide() bool { return len(p.w.shards.engines) == 1 }
+
+// fetch leases up to n tasks from eng, taking the queued acks along in the same call when acks
+// ride (AckFetch, one round trip and one script instead of two).
+func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.Delivery, time.Duration, error) {
 	w := p.w
 	var mine []*job
-	if rides {
+	if p.acksRide() {
 		mine = p.acks.take()
 	}
 	if len(mine) == 0 {

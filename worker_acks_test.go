@@ -2,8 +2,6 @@ package srq_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -35,8 +33,7 @@ func newCallWatch(t *testing.T) *callWatch {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum := sha1.Sum([]byte(src))
-		h.names[hex.EncodeToString(sum[:])] = name
+		h.names[lua.SHA1(src)] = name
 	}
 	return h
 }

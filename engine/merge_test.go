@@ -318,86 +318,82 @@ func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
 // not (MaxMerge 1), get every task exactly once, each ordered partition's in order.
 func TestMergeConcurrentConsumers(t *testing.T) {
 	t.Parallel()
-	for _, maxMerge := range []int{1, DefaultMaxMerge} {
-		t.Run(fmt.Sprintf("max-merge-%d", maxMerge), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, Config{MaxMerge: maxMerge})
-			const tasks, parts = 600, 12
-			var msgs []Message
-			for i := range tasks {
-				p := partition.Key(fmt.Sprintf("u%d", i%parts))
-				if i%parts < parts/2 {
-					p = partition.Ordered(fmt.Sprintf("o%d", i%parts))
-				}
-				msgs = append(msgs, Message{ID: fmt.Sprintf("t%04d", i), Partition: p})
+	mergedOrNot(t, func(t *testing.T, b *bundle) {
+		const tasks, parts = 600, 12
+		var msgs []Message
+		for i := range tasks {
+			p := partition.Key(fmt.Sprintf("u%d", i%parts))
+			if i%parts < parts/2 {
+				p = partition.Ordered(fmt.Sprintf("o%d", i%parts))
 			}
-			for i := 0; i < tasks; i += 100 {
-				b.publish(msgs[i : i+100]...)
-			}
-			var mu sync.Mutex
-			seen := map[string]int{}
-			last := map[partition.Key]string{} // the last task id acked per ordered partition
-			var wg sync.WaitGroup
-			errs := make(chan error, 8)
-			for c := range 8 {
-				wg.Go(func() {
-					consumer := fmt.Sprintf("c%d", c)
-					var rs []Receipt
-					for {
-						acks, ds, _, err := b.eng.AckFetch(b.ctx, rs, consumer, 5, time.Minute)
-						if err == nil {
-							for i, e := range acks {
-								if e != nil {
-									err = fmt.Errorf("ack %s: %w", rs[i].ID, e)
-								}
+			msgs = append(msgs, Message{ID: fmt.Sprintf("t%04d", i), Partition: p})
+		}
+		for i := 0; i < tasks; i += 100 {
+			b.publish(msgs[i : i+100]...)
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		last := map[partition.Key]string{} // the last task id acked per ordered partition
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for c := range 8 {
+			wg.Go(func() {
+				consumer := fmt.Sprintf("c%d", c)
+				var rs []Receipt
+				for {
+					acks, ds, _, err := b.eng.AckFetch(b.ctx, rs, consumer, 5, time.Minute)
+					if err == nil {
+						for i, e := range acks {
+							if e != nil {
+								err = fmt.Errorf("ack %s: %w", rs[i].ID, e)
 							}
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						for _, d := range ds {
-							seen[d.ID]++
-							if d.Partition.IsOrdered() {
-								if prev := last[d.Partition]; prev > d.ID {
-									err = fmt.Errorf("partition %s: %s after %s", d.Partition, d.ID, prev)
-								}
-								last[d.Partition] = d.ID
-							}
-						}
-						done := len(seen) == tasks
-						mu.Unlock()
-						if err != nil {
-							errs <- err
-							return
-						}
-						rs = receiptsOf(ds)
-						if len(ds) == 0 && done {
-							return
 						}
 					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			for id, n := range seen {
-				if n != 1 {
-					t.Fatalf("task %s delivered %d times", id, n)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for _, d := range ds {
+						seen[d.ID]++
+						if d.Partition.IsOrdered() {
+							if prev := last[d.Partition]; prev > d.ID {
+								err = fmt.Errorf("partition %s: %s after %s", d.Partition, d.ID, prev)
+							}
+							last[d.Partition] = d.ID
+						}
+					}
+					done := len(seen) == tasks
+					mu.Unlock()
+					if err != nil {
+						errs <- err
+						return
+					}
+					rs = receiptsOf(ds)
+					if len(ds) == 0 && done {
+						return
+					}
 				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Fatalf("task %s delivered %d times", id, n)
 			}
-			st, err := b.eng.Stats(b.ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(seen) != tasks || st.Pending != 0 || st.InFlight != 0 || st.Acked != tasks {
-				t.Fatalf("%d tasks seen; stats %+v; want all %d acked", len(seen), st, tasks)
-			}
-		})
-	}
+		}
+		st, err := b.eng.Stats(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != tasks || st.Pending != 0 || st.InFlight != 0 || st.Acked != tasks {
+			t.Fatalf("%d tasks seen; stats %+v; want all %d acked", len(seen), st, tasks)
+		}
+	})
 }
 
 // panicHook makes every command of a client panic.
@@ -492,23 +488,19 @@ func TestMergedPublishes(t *testing.T) {
 // every message exactly once.
 func TestMergeConcurrentPublishers(t *testing.T) {
 	t.Parallel()
-	for _, maxMerge := range []int{1, DefaultMaxMerge} {
-		t.Run(fmt.Sprintf("max-merge-%d", maxMerge), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, Config{MaxMerge: maxMerge})
-			const producers, each = 8, 50
-			b.publishConcurrently(producers, each, func(g, i int) Message {
-				return Message{ID: fmt.Sprintf("p%d-%03d", g, i), Partition: partition.Key(fmt.Sprint("u", i%4))}
-			})
-			st, err := b.eng.Stats(b.ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Published != producers*each || st.Pending != producers*each || st.Duplicates != 0 {
-				t.Fatalf("stats %+v; want %d published and pending", st, producers*each)
-			}
+	mergedOrNot(t, func(t *testing.T, b *bundle) {
+		const producers, each = 8, 50
+		b.publishConcurrently(producers, each, func(g, i int) Message {
+			return Message{ID: fmt.Sprintf("p%d-%03d", g, i), Partition: partition.Key(fmt.Sprint("u", i%4))}
 		})
-	}
+		st, err := b.eng.Stats(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Published != producers*each || st.Pending != producers*each || st.Duplicates != 0 {
+			t.Fatalf("stats %+v; want %d published and pending", st, producers*each)
+		}
+	})
 }
 
 // TestMergeAckCallerLeavesOnceTaken: a caller whose context ends after its call was taken into a
@@ -661,5 +653,16 @@ func queuedAck(t *testing.T, b *bundle, ctx context.Context, rs []Receipt) ([]*o
 		if queued {
 			return m.next(), acked
 		}
+	}
+}
+
+// mergedOrNot runs f as parallel subtests on a fresh queue whose engine sends every call alone
+// (MaxMerge 1) and on one that merges them (the default).
+func mergedOrNot(t *testing.T, f func(t *testing.T, b *bundle)) {
+	for _, maxMerge := range []int{1, DefaultMaxMerge} {
+		t.Run(fmt.Sprintf("max-merge-%d", maxMerge), func(t *testing.T) {
+			t.Parallel()
+			f(t, setup(t, Config{MaxMerge: maxMerge}))
+		})
 	}
 }

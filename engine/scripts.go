@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -27,8 +25,7 @@ var scripts = func() map[string]*script {
 		if err != nil {
 			panic(err)
 		}
-		sum := sha1.Sum([]byte(src))
-		m[name] = &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+		m[name] = &script{name: name, src: src, sha: lua.SHA1(src)}
 	}
 	return m
 }()

@@ -12,7 +12,9 @@
 package lua
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"regexp"
@@ -39,6 +41,13 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// SHA1 returns the SHA1 of src in hex, the name EVALSHA, SCRIPT EXISTS and Redis's command
+// statistics give the script with that source (Source's result).
+func SHA1(src string) string {
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
 }
 
 // Source returns the script called name with its includes expanded, each include without the
