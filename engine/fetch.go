@@ -185,7 +185,7 @@ func (e *Engine) fetchRun(consumer string, n int, lease time.Duration) (int, err
 // parseFetch reads fetch.lua's reply; the leases end lease after sent at the latest.
 func parseFetch(res any, sent time.Time, lease time.Duration) ([]Delivery, time.Duration, error) {
 	rows, err := replySlice(res)
-	if err != nil || len(rows) < 3 {
+	if err != nil || len(rows) < 3 || (len(rows)-3)%taskFields != 0 {
 		return nil, 0, fmt.Errorf("srq: fetch: malformed reply %v", res)
 	}
 	wait, err := replyInt(rows[2])
@@ -197,9 +197,9 @@ func parseFetch(res any, sent time.Time, lease time.Duration) ([]Delivery, time.
 		// Capped so the conversion cannot overflow; FetchWait never waits that long in one go.
 		nextDue = time.Duration(min(wait, int64(24*time.Hour/time.Millisecond))) * time.Millisecond
 	}
-	ds := make([]Delivery, 0, len(rows)-3)
-	for _, row := range rows[3:] {
-		d, err := parseDelivery(row)
+	ds := make([]Delivery, 0, (len(rows)-3)/taskFields)
+	for f := rows[3:]; len(f) > 0; f = f[taskFields:] {
+		d, err := parseDelivery(f[:taskFields])
 		if err != nil {
 			return nil, 0, err
 		}
@@ -231,13 +231,14 @@ func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n 
 	return o.errs, o.ds, o.nextDue, nil
 }
 
-// parseDelivery reads one task row of fetch.lua: {id, token, partition, priority, attempt, max
-// attempts, enqueued-at ms, available-at ms, payload, headers, crashes, last error}.
-func parseDelivery(v any) (Delivery, error) {
-	f, err := replySlice(v)
-	if err != nil || len(f) != 12 {
-		return Delivery{}, fmt.Errorf("srq: fetch: malformed task %v", v)
-	}
+// taskFields is the number of values fetch.lua returns per task.
+const taskFields = 12
+
+// parseDelivery reads the taskFields values of one task in fetch.lua's reply: id, token,
+// partition, priority, attempt, max attempts, enqueued-at ms, available-at ms, payload, headers,
+// crashes, last error.
+func parseDelivery(f []any) (Delivery, error) {
+	var err error
 	var d Delivery
 	var s [6]string
 	for i, j := range []int{0, 1, 2, 3, 8, 9} {

@@ -31,8 +31,8 @@ local res, short = {codes}, false
 for i = 1, f do
   local a = 4 * i
   local n = tonumber(ARGV[a + 1])
-  local out = fetch_tasks(now, ARGV[a], n, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
-  if #out - 3 < n then short = true end
+  local out, taken = fetch_tasks(now, ARGV[a], n, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+  if taken < n then short = true end
   res[i + 1] = out
 end
 fetch_end()

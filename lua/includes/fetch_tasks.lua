@@ -31,17 +31,17 @@ end
 
 -- fetch_tasks leases up to n tasks to consumer until now + lease, serving ready partitions
 -- round-robin, and returns {now ms, lease deadline ms, ms until the next delayed work is due (-1:
--- none; 0 when tasks were leased), task…} (fetch.lua describes a task row). Each turn takes one
--- task and sends the partition behind all others. An ordered partition taken here leaves the
--- round-robin, held by consumer until all of its leased tasks end. Only when no partition is
--- ready any more does it take further tasks of the ordered partitions it holds, as consecutive
--- runs of up to maxrun tasks each.
+-- none; 0 when tasks were leased), 12 values per task…} (fetch.lua lists them) and the number of
+-- tasks leased. Each turn takes one task and sends the partition behind all others. An ordered
+-- partition taken here leaves the round-robin, held by consumer until all of its leased tasks
+-- end. Only when no partition is ready any more does it take further tasks of the ordered
+-- partitions it holds, as consecutive runs of up to maxrun tasks each.
 local function fetch_tasks(now, consumer, n, lease, maxrun)
   local deadline = now + lease
   local deadline_s = int(deadline)
 
   seen_consumer(consumer, now)
-  if fetch_paused then return {now, deadline, -1} end
+  if fetch_paused then return {now, deadline, -1}, 0 end
 
   local out = {now, deadline, 0}
   local taken = 0
@@ -73,9 +73,13 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     leased[#leased + 1] = id
     taken = taken + 1
     -- The numbers go out as the record holds them, decimal strings, for the client to parse:
-    -- tonumber would parse each with strtod here, on the server's one thread.
-    out[#out + 1] = {id, token, p, level, attempt, f[2] or 0, f[3] or 0, f[4] or 0, f[5] or '',
-      f[6] or '', f[7] or 0, f[8] or ''}
+    -- tonumber would parse each with strtod here, on the server's one thread. The row's 12 fields
+    -- are appended to out itself, not as a table of their own: a table per task would cost Lua an
+    -- allocation and its collection, and Redis the probes it runs on every table of a reply.
+    local k = #out -- in order, one at a time: each lands in the array part, appended
+    out[k + 1] = id; out[k + 2] = token; out[k + 3] = p; out[k + 4] = level; out[k + 5] = attempt
+    out[k + 6] = f[2] or 0; out[k + 7] = f[3] or 0; out[k + 8] = f[4] or 0; out[k + 9] = f[5] or ''
+    out[k + 10] = f[6] or ''; out[k + 11] = f[7] or 0; out[k + 12] = f[8] or ''
   end
 
   -- Round-robin: read the next partitions of ready in one call, serve each one task, and send each
@@ -147,7 +151,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     local next_due = redis.call('ZRANGE', K_SCHED, '0', '0', 'WITHSCORES')
     if next_due[2] then out[3] = math.max(1, tonumber(next_due[2]) - now) else out[3] = -1 end
   end
-  return out
+  return out, taken
 end
 
 -- fetch_end writes the leases of the script's fetches and counts the tasks they took off pending.

@@ -27,8 +27,10 @@ type runFunc func(ctx context.Context, c redis.UniversalClient, queue string, ca
 var workloads = []workload{
 	{"ackfetch", "one consumer, AckFetch of 5 over 100 unordered partitions", 200, consumeWorkload(false)},
 	{"ordered", "one consumer, AckFetch of 5 over 100 ordered partitions", 200, consumeWorkload(true)},
+	{"prefetch5", "one consumer, Ack of 5 then Fetch of 5 over 100 unordered partitions", 200, twoCallWorkload(1)},
 	{"consumers8", "8 consumers at once, AckFetch of 5 each, merged calls", 50, parallelWorkload(engine.DefaultMaxMerge)},
 	{"consumers8-alone", "8 consumers at once, AckFetch of 5 each, every call alone", 50, parallelWorkload(1)},
+	{"parallel8", "8 consumers at once, Ack of 5 then Fetch of 5 each, merged calls", 50, twoCallWorkload(consumers)},
 	{"publish1", "one task per Publish, 100 partitions", 400, publishWorkload(1)},
 	{"producers8", "8 producers at once, one task per Publish each, merged calls", 50, parallelPublishWorkload(engine.DefaultMaxMerge)},
 	{"producers8-alone", "8 producers at once, one task per Publish each, every call alone", 50, parallelPublishWorkload(1)},
@@ -95,6 +97,39 @@ func parallelWorkload(maxMerge int) runFunc {
 	}
 }
 
+// twoCallWorkload runs n consumers at once, each acking its last batch and then fetching the
+// next in two calls, the baseline's shape (BenchmarkConsumePrefetch/prefetch-5 with one consumer,
+// BenchmarkConsumeParallel/consumers-8 with 8), on an engine that merges concurrent calls.
+func twoCallWorkload(n int) runFunc {
+	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+		e, err := engine.New(c, engine.Config{Queue: queue})
+		if err != nil {
+			return 0, err
+		}
+		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize*n, false); err != nil {
+			return 0, err
+		}
+		receipts := make([][]engine.Receipt, n)
+		consume := func(i int) error {
+			if len(receipts[i]) > 0 {
+				if _, err := e.Ack(ctx, receipts[i]); err != nil {
+					return err
+				}
+			}
+			ds, err := e.Fetch(ctx, fmt.Sprint("instr-", i), fetchSize, time.Minute)
+			if err != nil {
+				return err
+			}
+			return keep(ds, &receipts[i])
+		}
+		step := func() error { return consume(0) }
+		if n > 1 {
+			step = atOnce(consume)
+		}
+		return measured(calls, fetchSize*n, step, control)
+	}
+}
+
 // seedConsume publishes enough tasks over the partitions for every call to find a full batch.
 func seedConsume(ctx context.Context, e *engine.Engine, fetched int, ordered bool) error {
 	total := fetched + partitions
@@ -116,6 +151,11 @@ func ackFetch(ctx context.Context, e *engine.Engine, consumer string, receipts *
 	if err != nil {
 		return err
 	}
+	return keep(ds, receipts)
+}
+
+// keep checks that ds is a full batch and puts its receipts into *receipts, for the next ack.
+func keep(ds []engine.Delivery, receipts *[]engine.Receipt) error {
 	if len(ds) != fetchSize {
 		return fmt.Errorf("fetched %d tasks, want %d", len(ds), fetchSize)
 	}

@@ -45,7 +45,7 @@ func TestWorkloads(t *testing.T) {
 			}
 			want := 3 * fetchSize
 			switch w.name {
-			case "consumers8", "consumers8-alone":
+			case "consumers8", "consumers8-alone", "parallel8":
 				want = 3 * fetchSize * consumers
 			case "producers8", "producers8-alone":
 				want = 3 * consumers
