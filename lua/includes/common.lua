@@ -193,6 +193,15 @@ local function to_skiplist(key)
   redis.call('ZREM', key, member)
 end
 
+-- to_hashtable does the same for a hash: one field longer than hash-max-listpack-value (64 by
+-- default) converts it to the hashtable encoding, which Redis keeps until the key is deleted. No
+-- task id can be the field: ids are UTF-8.
+local function to_hashtable(key)
+  local field = string.rep('\255', 200)
+  redis.call('HSET', key, field, '')
+  redis.call('HDEL', key, field)
+end
+
 -- ready_push appends p to the round-robin order, behind every partition already waiting; for a p
 -- already in ready, ZADD moves it there. The ZADDs are collected and sent as one variadic ZADD by
 -- ready_flush, which runs before anything reads or removes members of ready (place, fetch's turns,

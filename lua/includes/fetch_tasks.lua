@@ -154,11 +154,32 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   return out, taken
 end
 
+-- LEASES_CONVERT is the number of leased tasks from which inflight and leases are converted from
+-- the listpack encoding, the one Redis gives a new small set or hash, to a skiplist and a
+-- hashtable. In a listpack every ZADD, HSET, ZREM, HDEL and look-up scans and most of them
+-- reallocate the whole key, and a pool of consumers keeps a few dozen tasks leased: converted,
+-- 8 consumers spend 8 % fewer instructions per task in Redis (docs/benchmarks.md, section 3.8).
+-- Below it the listpack is as fast, and one consumer, whose few leases end before its next
+-- fetch, would convert the keys anew on every call.
+local LEASES_CONVERT = 8
+
 -- fetch_end writes the leases of the script's fetches and counts the tasks they took off pending.
 local function fetch_end()
   local leased, leases = fetch_leased, fetch_leases
   -- In chunks: unpack fails past about 8000 values (a fetch of 4000 tasks).
-  for i = 1, #leased, 1000 do redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased))) end
+  local added = 0
+  for i = 1, #leased, 1000 do
+    added = added + redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased)))
+  end
   for i = 1, #leases, 1000 do redis.call('HSET', K_LEASES, unpack(leases, i, math.min(i + 999, #leases))) end
+  -- Converted when they grow past LEASES_CONVERT: only then can a listpack be what they are (a
+  -- key converted once stays so until it empties and is deleted).
+  if added > 0 then
+    local size = redis.call('ZCARD', K_INFLIGHT)
+    if size >= LEASES_CONVERT and size - added < LEASES_CONVERT then
+      to_skiplist(K_INFLIGHT)
+      to_hashtable(K_LEASES)
+    end
+  end
   stat('pending', -fetch_taken)
 end
