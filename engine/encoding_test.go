@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/srqueue/srq/partition"
 )
@@ -70,11 +72,12 @@ func TestIndexesAreSkiplists(t *testing.T) {
 	}
 }
 
-// TestLeasesConvert checks that inflight and leases become a skiplist and a hashtable when a fetch
-// takes the leased tasks to LEASES_CONVERT (8) or more, and stay listpacks below, where one
-// consumer's few leases keep them; that the conversion leaves no member or field behind; and
-// that a key converted, emptied and made again starts as a listpack, converted again only when
-// it grows.
+// TestLeasesConvert checks that a fetch converts inflight and leases to a skiplist and a
+// hashtable when they held leases before it and hold LEASES_CONVERT (8) or more after it, also
+// when an ack in the same call (AckFetch) took some out first and after a restore (what a restart
+// does) made them listpacks again; that keys a fetch makes stay listpacks, so a consumer whose leases all end
+// before its next fetch does not convert them on every call; and that the conversion leaves no
+// member or field behind.
 func TestLeasesConvert(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -102,30 +105,51 @@ func TestLeasesConvert(t *testing.T) {
 			t.Errorf("%s: %d in inflight and %d leases, want %d of each", step, len(ids), len(fields), leased)
 		}
 	}
-	msgs := make([]Message, 30)
+	msgs := make([]Message, 60)
 	for i := range msgs {
 		msgs[i] = Message{Partition: partition.Key(fmt.Sprint(i % 3))}
 	}
 	b.publish(msgs...)
+	var leased []Delivery
 
-	first := b.fetch("c", 7)
+	leased = append(leased, b.fetch("c", 7)...)
 	want("7 leased", "listpack", "listpack", 7)
-	second := b.fetch("c", 1)
+	leased = append(leased, b.fetch("c", 1)...)
 	want("8 leased", "skiplist", "hashtable", 8)
-	b.ack(second...)
-	b.ack(first[1:]...)
-	want("1 left leased", "skiplist", "hashtable", 1)
-	b.ack(first[0])
+	b.ack(leased...)
 	if n, err := b.client.Exists(b.ctx, k.Inflight(), k.Leases()).Result(); err != nil || n != 0 {
 		t.Fatalf("inflight and leases outlived the last lease: %d, %v", n, err)
 	}
-	small := b.fetch("c", 5)
-	want("5 leased anew", "listpack", "listpack", 5)
-	more := b.fetch("c", 10)
-	want("15 leased", "skiplist", "hashtable", 15)
-	b.ack(small...)
-	b.ack(more...)
-	if got := len(b.drain("c")); got != 30-7-1-5-10 {
-		t.Errorf("drained %d tasks, want %d", got, 30-7-1-5-10)
+
+	leased = b.fetch("c", 10)
+	want("10 leased by the fetch that made the keys", "listpack", "listpack", 10)
+	acks := make([]Receipt, 3)
+	for i, d := range leased[:3] {
+		acks[i] = d.Receipt()
+	}
+	errs, ds, _, err := b.eng.AckFetch(b.ctx, acks, "c", 1, time.Minute)
+	if err != nil || len(ds) != 1 || errors.Join(errs...) != nil {
+		t.Fatalf("AckFetch: %v, %d tasks, %v", errs, len(ds), err)
+	}
+	leased = append(leased[3:], ds...)
+	want("7 left and 1 more in one call", "skiplist", "hashtable", 8)
+
+	// What a restart does to them, key by key: Redis gives every small set and hash it loads the
+	// listpack encoding again.
+	for _, key := range []string{k.Inflight(), k.Leases()} {
+		dump, err := b.client.Dump(b.ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.client.RestoreReplace(b.ctx, key, 0, dump).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("8 leased, reloaded", "listpack", "listpack", 8)
+	leased = append(leased, b.fetch("c", 1)...)
+	want("9 leased after the reload", "skiplist", "hashtable", 9)
+	b.ack(leased...)
+	if got := len(b.drain("c")); got != 60-20 {
+		t.Errorf("drained %d tasks, want %d (60 published, 20 fetched before)", got, 60-20)
 	}
 }

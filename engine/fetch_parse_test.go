@@ -7,7 +7,7 @@ import (
 )
 
 // TestParseFetch reads fetch.lua's flat reply: three values, then taskFields per task. A reply
-// whose tasks do not divide into whole rows is refused, not read shifted.
+// whose tasks do not divide into whole rows is refused with an error.
 func TestParseFetch(t *testing.T) {
 	t.Parallel()
 	row := func(id, token string) []any {

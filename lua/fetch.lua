@@ -11,9 +11,10 @@
 -- ARGV[3] n, the most tasks to lease
 -- ARGV[4] lease ms
 -- ARGV[5] maxrun, the most consecutive tasks of one ordered partition
--- Returns: {now ms, lease deadline ms, ms until the next delayed work is due (-1: none; 0 when tasks
---          were leased), then 12 values per task, flat: id, token, partition, priority, attempt, max
---          attempts, enqueued-at ms, available-at ms, payload, headers, crashes, last error}.
+-- Returns: one flat list: now ms, lease deadline ms, ms until the next delayed work is due (-1:
+--          none; 0 when tasks were leased), then 12 values per task: id, token, partition, priority,
+--          attempt, max attempts, enqueued-at ms, available-at ms, payload, headers, crashes, last
+--          error.
 
 -- @include common
 -- @include fetch_tasks

@@ -182,11 +182,11 @@ end
 -- set: about 3 µs at 100 members, against 1 µs for a skiplist, and the partition indexes (ready,
 -- depth, heads) of a queue with a hundred partitions are updated several times per task. Adding
 -- and removing one member longer than zset-max-listpack-value (64 by default) converts a set to a
--- skiplist, which Redis keeps until the key is deleted; only the script that creates the key pays
--- the 2 calls of to_skiplist.
--- The member is 200 bytes of 0xFF: invalid UTF-8, so no partition key (partition.Validate) can
--- be it, and the ZREM can never take out a real member. It is made here, not once per script:
--- string.rep at the top level cost every script call about 0.9 µs.
+-- skiplist, which Redis keeps until the key is deleted; only the script that creates an index pays
+-- the 2 calls of to_skiplist (fetch_end converts inflight when it has grown, see LEASES_CONVERT).
+-- The member is 200 bytes of 0xFF: invalid UTF-8, so no partition key (partition.Validate) and no
+-- task id can be it, and the ZREM can never take out a real member. It is made here, not once per
+-- script: string.rep at the top level cost every script call about 0.9 µs.
 local function to_skiplist(key)
   local member = string.rep('\255', 200)
   redis.call('ZADD', key, 0, member)

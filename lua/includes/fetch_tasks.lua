@@ -155,12 +155,11 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
 end
 
 -- LEASES_CONVERT is the number of leased tasks from which inflight and leases are converted from
--- the listpack encoding, the one Redis gives a new small set or hash, to a skiplist and a
--- hashtable. In a listpack every ZADD, HSET, ZREM, HDEL and look-up scans and most of them
--- reallocate the whole key, and a pool of consumers keeps a few dozen tasks leased: converted,
--- 8 consumers spend 8 % fewer instructions per task in Redis (docs/benchmarks.md, section 3.8).
--- Below it the listpack is as fast, and one consumer, whose few leases end before its next
--- fetch, would convert the keys anew on every call.
+-- the listpack encoding, the one Redis gives a small set or hash (a new one, or any it loads from
+-- a snapshot or an AOF file), to a skiplist and a hashtable. In a listpack every ZADD, HSET, ZREM,
+-- HDEL and look-up scans the key and most of them reallocate it, and a pool of consumers keeps a
+-- few dozen tasks leased: converted, 8 consumers spend 8 % fewer instructions per task in Redis
+-- (docs/benchmarks.md, section 3.8). Below it a listpack is as fast.
 local LEASES_CONVERT = 8
 
 -- fetch_end writes the leases of the script's fetches and counts the tasks they took off pending.
@@ -172,11 +171,13 @@ local function fetch_end()
     added = added + redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased)))
   end
   for i = 1, #leases, 1000 do redis.call('HSET', K_LEASES, unpack(leases, i, math.min(i + 999, #leases))) end
-  -- Converted when they grow past LEASES_CONVERT: only then can a listpack be what they are (a
-  -- key converted once stays so until it empties and is deleted).
+  -- Only a listpack that held leases before this fetch is converted: a consumer whose leases all
+  -- end before its next fetch makes the keys anew on every call, and would convert them on every
+  -- call. pcall: the embedded Redis has no OBJECT, and no encodings.
   if added > 0 then
     local size = redis.call('ZCARD', K_INFLIGHT)
-    if size >= LEASES_CONVERT and size - added < LEASES_CONVERT then
+    if size >= LEASES_CONVERT and size > added
+      and redis.pcall('OBJECT', 'ENCODING', K_INFLIGHT) == 'listpack' then
       to_skiplist(K_INFLIGHT)
       to_hashtable(K_LEASES)
     end
