@@ -3,9 +3,13 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq/partition"
 )
@@ -151,5 +155,72 @@ func TestLeasesConvert(t *testing.T) {
 	b.ack(leased...)
 	if got := len(b.drain("c")); got != 60-20 {
 		t.Errorf("drained %d tasks, want %d (60 published, 20 fetched before)", got, 60-20)
+	}
+}
+
+// TestRecoverReencodes checks that recovery converts back what a restart made listpacks again:
+// the partition indexes whatever their size, and inflight and leases from LEASES_CONVERT leases
+// on; that it changes no member or score; and that fewer leases stay a listpack.
+func TestRecoverReencodes(t *testing.T) {
+	t.Parallel()
+	for _, leased := range []int{3, 10} {
+		t.Run(fmt.Sprintf("%d leased", leased), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{})
+			if !b.server.Real() {
+				t.Skip("the embedded Redis has no encodings (OBJECT ENCODING)")
+			}
+			k := b.eng.Keys()
+			msgs := make([]Message, 20)
+			for i := range msgs {
+				msgs[i] = Message{Partition: partition.Key(fmt.Sprint(i % 4))}
+			}
+			b.publish(msgs...)
+			ds := b.fetch("c", leased)
+			zsets := []string{k.Ready(), k.Depth(), k.Heads(), k.Inflight()}
+			before := map[string][]redis.Z{}
+			for _, key := range append(zsets, k.Leases()) {
+				dump, err := b.client.Dump(b.ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.client.RestoreReplace(b.ctx, key, 0, dump).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if enc := b.client.ObjectEncoding(b.ctx, key).Val(); enc != "listpack" {
+					t.Fatalf("%s restored as %q, want listpack", key, enc)
+				}
+			}
+			for _, key := range zsets {
+				before[key] = b.client.ZRangeWithScores(b.ctx, key, 0, -1).Val()
+			}
+			leases := b.client.HGetAll(b.ctx, k.Leases()).Val()
+
+			if _, err := b.eng.Recover(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{k.Ready(): "skiplist", k.Depth(): "skiplist", k.Heads(): "skiplist",
+				k.Inflight(): "listpack", k.Leases(): "listpack"}
+			if leased >= 8 {
+				want[k.Inflight()], want[k.Leases()] = "skiplist", "hashtable"
+			}
+			for key, enc := range want {
+				if got := b.client.ObjectEncoding(b.ctx, key).Val(); got != enc {
+					t.Errorf("%s is %q after recovery, want %s", key, got, enc)
+				}
+			}
+			for _, key := range zsets {
+				if after := b.client.ZRangeWithScores(b.ctx, key, 0, -1).Val(); !slices.Equal(after, before[key]) {
+					t.Errorf("%s changed: %v, was %v", key, after, before[key])
+				}
+			}
+			if after := b.client.HGetAll(b.ctx, k.Leases()).Val(); !maps.Equal(after, leases) {
+				t.Errorf("leases changed: %v, was %v", after, leases)
+			}
+			b.ack(ds...)
+			if got := len(b.drain("c")); got != 20-leased {
+				t.Errorf("drained %d tasks, want %d", got, 20-leased)
+			}
+		})
 	}
 }

@@ -3,7 +3,8 @@
 -- keeps nothing and a late ack of its later tasks cannot overtake the earlier ones. Each returned
 -- task counts a crash; whether it also counts as an attempt is the caller's setting. Tasks whose
 -- attempts reach max attempts go to the dead letters. Idempotent and safe to run from every
--- consumer at once: each task is moved by exactly one run.
+-- consumer at once: each task is moved by exactly one run. It also converts back the keys a load
+-- made listpacks again (see the end).
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
@@ -66,6 +67,19 @@ end
 
 for i = 1, #parts do place(parts[i], now) end
 stat('recovered', returned + buried)
+-- Redis gives every small set and hash it loads, after a restart or on a replica a failover
+-- promoted, the listpack encoding again, whatever the scripts converted it to when they made it
+-- (to_skiplist); the hot scripts would pay for the scans until the key is next deleted, which on
+-- a busy queue may be never. Recovery runs on every worker every RecoverInterval, so it converts
+-- them back here, at 4–5 calls a round, rather than the hot scripts at one call each.
+ready_flush()
+for _, key in ipairs({K_READY, K_DEPTH, K_HEADS}) do
+  if is_listpack(key) then to_skiplist(key) end
+end
+if is_listpack(K_INFLIGHT) and redis.call('ZCARD', K_INFLIGHT) >= LEASES_CONVERT then
+  to_skiplist(K_INFLIGHT)
+  to_hashtable(K_LEASES)
+end
 finish()
 local more = 0
 if #expired == chunk then more = 1 end

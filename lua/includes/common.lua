@@ -182,8 +182,9 @@ end
 -- set: about 3 µs at 100 members, against 1 µs for a skiplist, and the partition indexes (ready,
 -- depth, heads) of a queue with a hundred partitions are updated several times per task. Adding
 -- and removing one member longer than zset-max-listpack-value (64 by default) converts a set to a
--- skiplist, which Redis keeps until the key is deleted; only the script that creates an index pays
--- the 2 calls of to_skiplist (fetch_end converts inflight when it has grown, see LEASES_CONVERT).
+-- skiplist, which Redis keeps until the key is deleted or loaded again (recover.lua converts
+-- loaded keys back); only the script that creates an index pays the 2 calls of to_skiplist
+-- (fetch_end converts inflight when it has grown, see LEASES_CONVERT).
 -- The member is 200 bytes of 0xFF: invalid UTF-8, so no partition key (partition.Validate) and no
 -- task id can be it, and the ZREM can never take out a real member. It is made here, not once per
 -- script: string.rep at the top level cost every script call about 0.9 µs.
@@ -201,6 +202,18 @@ local function to_hashtable(key)
   redis.call('HSET', key, field, '')
   redis.call('HDEL', key, field)
 end
+
+-- LEASES_CONVERT is the number of leased tasks from which inflight and leases are converted from
+-- the listpack encoding, the one Redis gives a small set or hash (a new one, or any it loads from
+-- a snapshot or an AOF file), to a skiplist and a hashtable. In a listpack every ZADD, HSET, ZREM,
+-- HDEL and look-up scans the key and most of them reallocate it, and a pool of consumers keeps a
+-- few dozen tasks leased: converted, 8 consumers spend 8 % fewer instructions per task in Redis
+-- (docs/benchmarks.md, section 3.8). Below it a listpack is as fast.
+local LEASES_CONVERT = 8
+
+-- is_listpack says whether key is in the listpack encoding. pcall: the embedded Redis has no
+-- OBJECT, and no encodings; there the answer is no.
+local function is_listpack(key) return redis.pcall('OBJECT', 'ENCODING', key) == 'listpack' end
 
 -- ready_push appends p to the round-robin order, behind every partition already waiting; for a p
 -- already in ready, ZADD moves it there. The ZADDs are collected and sent as one variadic ZADD by

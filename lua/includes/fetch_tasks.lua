@@ -154,14 +154,6 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   return out, taken
 end
 
--- LEASES_CONVERT is the number of leased tasks from which inflight and leases are converted from
--- the listpack encoding, the one Redis gives a small set or hash (a new one, or any it loads from
--- a snapshot or an AOF file), to a skiplist and a hashtable. In a listpack every ZADD, HSET, ZREM,
--- HDEL and look-up scans the key and most of them reallocate it, and a pool of consumers keeps a
--- few dozen tasks leased: converted, 8 consumers spend 8 % fewer instructions per task in Redis
--- (docs/benchmarks.md, section 3.8). Below it a listpack is as fast.
-local LEASES_CONVERT = 8
-
 -- fetch_end writes the leases of the script's fetches and counts the tasks they took off pending.
 local function fetch_end()
   local leased, leases = fetch_leased, fetch_leases
@@ -171,13 +163,12 @@ local function fetch_end()
     added = added + redis.call('ZADD', K_INFLIGHT, unpack(leased, i, math.min(i + 999, #leased)))
   end
   for i = 1, #leases, 1000 do redis.call('HSET', K_LEASES, unpack(leases, i, math.min(i + 999, #leases))) end
-  -- Only a listpack that held leases before this fetch is converted: a consumer whose leases all
-  -- end before its next fetch makes the keys anew on every call, and would convert them on every
-  -- call. pcall: the embedded Redis has no OBJECT, and no encodings.
+  -- Only a listpack that held leases before this fetch is converted (LEASES_CONVERT): a consumer
+  -- whose leases all end before its next fetch makes the keys anew on every call, and would
+  -- convert them on every call.
   if added > 0 then
     local size = redis.call('ZCARD', K_INFLIGHT)
-    if size >= LEASES_CONVERT and size > added
-      and redis.pcall('OBJECT', 'ENCODING', K_INFLIGHT) == 'listpack' then
+    if size >= LEASES_CONVERT and size > added and is_listpack(K_INFLIGHT) then
       to_skiplist(K_INFLIGHT)
       to_hashtable(K_LEASES)
     end
