@@ -183,8 +183,10 @@ end
 -- depth, heads) of a queue with a hundred partitions are updated several times per task. Adding
 -- and removing one member longer than zset-max-listpack-value (64 by default) converts a set to a
 -- skiplist, which Redis keeps until the key is deleted or loaded again (recover.lua converts
--- loaded keys back); only the script that creates an index pays the 2 calls of to_skiplist
--- (fetch_end converts inflight when it has grown, see LEASES_CONVERT).
+-- loaded keys back); besides recovery, only the script that creates an index pays the 2 calls of
+-- to_skiplist (fetch_end converts inflight when it has grown, see LEASES_CONVERT). A server whose
+-- zset-max-listpack-value is 200 or more is not converted by it; the keys then stay listpacks, as
+-- they would without it, and the checks before it (is_listpack) keep paying its 2 calls.
 -- The member is 200 bytes of 0xFF: invalid UTF-8, so no partition key (partition.Validate) and no
 -- task id can be it, and the ZREM can never take out a real member. It is made here, not once per
 -- script: string.rep at the top level cost every script call about 0.9 µs.
@@ -195,7 +197,8 @@ local function to_skiplist(key)
 end
 
 -- to_hashtable does the same for a hash: one field longer than hash-max-listpack-value (64 by
--- default) converts it to the hashtable encoding, which Redis keeps until the key is deleted. No
+-- default) converts it to the hashtable encoding, which Redis keeps until the key is deleted or
+-- loaded again. No
 -- task id can be the field: ids are UTF-8.
 local function to_hashtable(key)
   local field = string.rep('\255', 200)
@@ -211,9 +214,13 @@ end
 -- (docs/benchmarks.md, section 3.8). Below it a listpack is as fast.
 local LEASES_CONVERT = 8
 
--- is_listpack says whether key is in the listpack encoding. pcall: the embedded Redis has no
--- OBJECT, and no encodings; there the answer is no.
-local function is_listpack(key) return redis.pcall('OBJECT', 'ENCODING', key) == 'listpack' end
+-- is_listpack says whether key is in the small, scanned encoding: listpack, or ziplist before
+-- Redis 7. pcall: the embedded Redis has no OBJECT ENCODING, and no encodings; there the answer is
+-- no.
+local function is_listpack(key)
+  local enc = redis.pcall('OBJECT', 'ENCODING', key)
+  return enc == 'listpack' or enc == 'ziplist'
+end
 
 -- ready_push appends p to the round-robin order, behind every partition already waiting; for a p
 -- already in ready, ZADD moves it there. The ZADDs are collected and sent as one variadic ZADD by
