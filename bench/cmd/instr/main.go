@@ -41,7 +41,7 @@ func main() {
 	redis.SetLogger(quiet{})
 	server := flag.String("redis-server", "redis-server", "the redis-server binary to run under callgrind")
 	which := flag.String("workload", "all", "one of "+strings.Join(workloadNames(), ", ")+", or all")
-	calls := flag.Int("calls", 0, "measured calls per workload (0: the workload's default)")
+	calls := flag.Int("calls", 0, "measured steps per workload, tasks for those that count tasks (0: the workload's default)")
 	keep := flag.String("keep", "", "a directory to keep the callgrind files in (for callgrind_annotate)")
 	flag.Parse()
 
@@ -72,8 +72,8 @@ func main() {
 		if err != nil {
 			log.Fatalf("instr: %s: %v", w.name, err)
 		}
-		fmt.Printf("%-16s %9.0f instructions per task, %.3f script calls per task (%d steps, %s)\n",
-			w.name, perTask, scripts, n, w.about)
+		fmt.Printf("%-16s %9.0f instructions per task, %.3f script calls per task (%d %s, %s)\n",
+			w.name, perTask, scripts, n, w.unit, w.about)
 	}
 }
 

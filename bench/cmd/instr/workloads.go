@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
 )
@@ -18,23 +24,25 @@ import (
 type workload struct {
 	name  string
 	about string
-	calls int // default
+	calls int    // default
+	unit  string // what calls counts: "steps", or "tasks" for a workload that runs on its own
 	run   runFunc
 }
 
 type runFunc func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(op string) error) (int, error)
 
 var workloads = []workload{
-	{"ackfetch", "one consumer, AckFetch of 5 over 100 unordered partitions", 200, consumeWorkload(false)},
-	{"ordered", "one consumer, AckFetch of 5 over 100 ordered partitions", 200, consumeWorkload(true)},
-	{"prefetch5", "one consumer, Ack of 5 then Fetch of 5 over 100 unordered partitions", 200, twoCallWorkload(1)},
-	{"consumers8", "8 consumers at once, AckFetch of 5 each, merged calls", 50, parallelWorkload(engine.DefaultMaxMerge)},
-	{"consumers8-alone", "8 consumers at once, AckFetch of 5 each, every call alone", 50, parallelWorkload(1)},
-	{"parallel8", "8 consumers at once, Ack of 5 then Fetch of 5 each, merged calls", 50, twoCallWorkload(consumers)},
-	{"publish1", "one task per Publish, 100 partitions", 400, publishWorkload(1)},
-	{"producers8", "8 producers at once, one task per Publish each, merged calls", 50, parallelPublishWorkload(engine.DefaultMaxMerge)},
-	{"producers8-alone", "8 producers at once, one task per Publish each, every call alone", 50, parallelPublishWorkload(1)},
-	{"publish100", "batches of 100, 100 partitions", 40, publishWorkload(100)},
+	{name: "ackfetch", about: "one consumer, AckFetch of 5 over 100 unordered partitions", calls: 200, unit: "steps", run: consumeWorkload(false)},
+	{name: "ordered", about: "one consumer, AckFetch of 5 over 100 ordered partitions", calls: 200, unit: "steps", run: consumeWorkload(true)},
+	{name: "prefetch5", about: "one consumer, Ack of 5 then Fetch of 5 over 100 unordered partitions", calls: 200, unit: "steps", run: twoCallWorkload(1)},
+	{name: "consumers8", about: "8 consumers at once, AckFetch of 5 each, merged calls", calls: 50, unit: "steps", run: parallelWorkload(engine.DefaultMaxMerge)},
+	{name: "consumers8-alone", about: "8 consumers at once, AckFetch of 5 each, every call alone", calls: 50, unit: "steps", run: parallelWorkload(1)},
+	{name: "parallel8", about: "8 consumers at once, Ack of 5 then Fetch of 5 each, merged calls", calls: 50, unit: "steps", run: twoCallWorkload(consumers)},
+	{name: "worker", about: "srq's Worker, 8 handlers that return at once, the default prefetch, over a full queue", calls: 2000, unit: "tasks", run: workerWorkload},
+	{name: "publish1", about: "one task per Publish, 100 partitions", calls: 400, unit: "steps", run: publishWorkload(1)},
+	{name: "producers8", about: "8 producers at once, one task per Publish each, merged calls", calls: 50, unit: "steps", run: parallelPublishWorkload(engine.DefaultMaxMerge)},
+	{name: "producers8-alone", about: "8 producers at once, one task per Publish each, every call alone", calls: 50, unit: "steps", run: parallelPublishWorkload(1)},
+	{name: "publish100", about: "batches of 100, 100 partitions", calls: 40, unit: "steps", run: publishWorkload(100)},
 }
 
 func workloadNames() []string {
@@ -127,6 +135,85 @@ func twoCallWorkload(n int) runFunc {
 			step = atOnce(consume)
 		}
 		return measured(calls, fetchSize*n, step, control)
+	}
+}
+
+// workerWorkload runs srq's Worker (Concurrency 8, the default Prefetch, handlers that return at
+// once) over a queue seeded with enough tasks; calls counts tasks here, not steps. The counters are
+// zeroed once warmUp*fetchSize*consumers tasks are done and dumped once calls more are; the worker
+// does not stop at these marks, so the fetches and acks in flight around them fall on either side,
+// and the figure moves by about 1 % from run to run, as the 8-consumer workloads' do.
+func workerWorkload(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+	q, err := srq.NewQueue[[]byte](c, srq.QueueConfig{Name: queue, Codec: codec.Raw{}})
+	if err != nil {
+		return 0, err
+	}
+	warm := int64(warmUp * fetchSize * consumers)
+	if err := seedConsume(ctx, q.Engine(), int(warm)+2*calls, false); err != nil {
+		return 0, err
+	}
+	var done atomic.Int64
+	warmed, measured := make(chan struct{}), make(chan struct{})
+	var end atomic.Int64 // the count of done tasks at which to dump; 0 until the counters are zeroed
+	var measuredOnce sync.Once
+	h := srq.HandlerFunc[[]byte](func(context.Context, *srq.Task[[]byte]) error {
+		n := done.Add(1)
+		if n == warm {
+			close(warmed)
+		}
+		if e := end.Load(); e > 0 && n >= e {
+			measuredOnce.Do(func() { close(measured) })
+		}
+		return nil
+	})
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: consumers,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	stop := func(err error) (int, error) {
+		cancel()
+		return 0, errors.Join(err, <-ran)
+	}
+	if err := waitFor(ctx, warmed, ran); err != nil {
+		return stop(err)
+	}
+	if err := control("-z"); err != nil {
+		return stop(err)
+	}
+	start := done.Load()
+	end.Store(start + int64(calls))
+	if done.Load() >= start+int64(calls) { // the handlers got there before end was set
+		measuredOnce.Do(func() { close(measured) })
+	}
+	if err := waitFor(ctx, measured, ran); err != nil {
+		return stop(err)
+	}
+	if err := control("-d"); err != nil {
+		return stop(err)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		return 0, err
+	}
+	return calls, nil
+}
+
+// waitFor waits until ch closes, failing if the worker's Run returns first or after a minute.
+func waitFor(ctx context.Context, ch <-chan struct{}, ran <-chan error) error {
+	select {
+	case <-ch:
+		return nil
+	case err := <-ran:
+		return fmt.Errorf("the worker stopped early: %v", err)
+	case <-time.After(time.Minute):
+		return errors.New("the worker did not get through its tasks within a minute")
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

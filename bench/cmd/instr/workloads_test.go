@@ -53,6 +53,8 @@ func TestWorkloads(t *testing.T) {
 				want = 3
 			case "publish100":
 				want = 300
+			case "worker":
+				want = 3
 			}
 			if tasks != want {
 				t.Fatalf("%d tasks, want %d", tasks, want)
