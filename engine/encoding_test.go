@@ -138,17 +138,7 @@ func TestLeasesConvert(t *testing.T) {
 	leased = append(leased[3:], ds...)
 	want("7 left and 1 more in one call", "skiplist", "hashtable", 8)
 
-	// What a restart does to them, key by key: Redis gives every small set and hash it loads the
-	// listpack encoding again.
-	for _, key := range []string{k.Inflight(), k.Leases()} {
-		dump, err := b.client.Dump(b.ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.client.RestoreReplace(b.ctx, key, 0, dump).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b.reload(k.Inflight(), k.Leases())
 	want("8 leased, reloaded", "listpack", "listpack", 8)
 	leased = append(leased, b.fetch("c", 1)...)
 	want("9 leased after the reload", "skiplist", "hashtable", 9)
@@ -179,16 +169,10 @@ func TestRecoverReencodes(t *testing.T) {
 			ds := b.fetch("c", leased)
 			zsets := []string{k.Ready(), k.Depth(), k.Heads(), k.Inflight()}
 			before := map[string][]redis.Z{}
+			b.reload(append(zsets, k.Leases())...)
 			for _, key := range append(zsets, k.Leases()) {
-				dump, err := b.client.Dump(b.ctx, key).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := b.client.RestoreReplace(b.ctx, key, 0, dump).Err(); err != nil {
-					t.Fatal(err)
-				}
 				if enc := b.client.ObjectEncoding(b.ctx, key).Val(); enc != "listpack" {
-					t.Fatalf("%s restored as %q, want listpack", key, enc)
+					t.Fatalf("%s reloaded as %q, want listpack", key, enc)
 				}
 			}
 			for _, key := range zsets {
@@ -222,5 +206,20 @@ func TestRecoverReencodes(t *testing.T) {
 				t.Errorf("drained %d tasks, want %d", got, 20-leased)
 			}
 		})
+	}
+}
+
+// reload does to keys what a restart does: Redis loads them anew (DUMP, then RESTORE), and gives
+// every small set and hash the listpack encoding again, whatever it was converted to.
+func (b *bundle) reload(keys ...string) {
+	b.t.Helper()
+	for _, key := range keys {
+		dump, err := b.client.Dump(b.ctx, key).Result()
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if err := b.client.RestoreReplace(b.ctx, key, 0, dump).Err(); err != nil {
+			b.t.Fatal(err)
+		}
 	}
 }

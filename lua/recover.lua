@@ -70,18 +70,16 @@ stat('recovered', returned + buried)
 -- Redis gives every small set and hash it loads, after a restart or on a replica a failover
 -- promoted, the listpack encoding again, whatever the scripts converted it to when they made it
 -- (to_skiplist); the hot scripts would pay for the scans until the key is next deleted, which on
--- a busy queue may be never. inflight is converted from LEASES_CONVERT leases on, also when one
--- fetch made it that large (fetch_end leaves such a key alone, to spare a consumer that makes it
--- anew on every call a conversion per call; here it costs one per round). Recovery runs on every worker every RecoverInterval, so it converts
--- them back here, at 4–5 calls a round, rather than the hot scripts at one call each.
-ready_flush() -- so that the check sees ready as this call leaves it (place defers its pushes)
+-- a busy queue may be never. Recovery runs on every worker every RecoverInterval, so it converts
+-- them back here, at 4–5 calls a round, rather than the hot scripts at one call each. inflight is
+-- converted from LEASES_CONVERT leases on, also when one fetch made it that large (fetch_end
+-- leaves such a key alone, to spare a consumer that makes it anew on every call a conversion per
+-- call; here it costs one per round). A ready that place's deferred pushes will create is not
+-- there yet: finish creates it, converted.
 for _, key in ipairs({K_READY, K_DEPTH, K_HEADS}) do
   if is_listpack(key) then to_skiplist(key) end
 end
-if is_listpack(K_INFLIGHT) and redis.call('ZCARD', K_INFLIGHT) >= LEASES_CONVERT then
-  to_skiplist(K_INFLIGHT)
-  to_hashtable(K_LEASES)
-end
+if is_listpack(K_INFLIGHT) and redis.call('ZCARD', K_INFLIGHT) >= LEASES_CONVERT then leases_convert() end
 finish()
 local more = 0
 if #expired == chunk then more = 1 end

@@ -198,8 +198,7 @@ end
 
 -- to_hashtable does the same for a hash: one field longer than hash-max-listpack-value (64 by
 -- default) converts it to the hashtable encoding, which Redis keeps until the key is deleted or
--- loaded again. No
--- task id can be the field: ids are UTF-8.
+-- loaded again. No task id can be the field: ids are UTF-8.
 local function to_hashtable(key)
   local field = string.rep('\255', 200)
   redis.call('HSET', key, field, '')
@@ -213,6 +212,12 @@ end
 -- few dozen tasks leased: converted, 8 consumers spend 8 % fewer instructions per task in Redis
 -- (docs/benchmarks.md, section 3.8). Below it a listpack is as fast.
 local LEASES_CONVERT = 8
+
+-- leases_convert converts inflight to a skiplist and leases to a hashtable (see LEASES_CONVERT).
+local function leases_convert()
+  to_skiplist(K_INFLIGHT)
+  to_hashtable(K_LEASES)
+end
 
 -- is_listpack says whether key is in the small, scanned encoding: listpack, or ziplist before
 -- Redis 7. pcall: the embedded Redis has no OBJECT ENCODING, and no encodings; there the answer is

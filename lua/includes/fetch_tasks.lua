@@ -168,10 +168,7 @@ local function fetch_end()
   -- convert them on every call.
   if added > 0 then
     local size = redis.call('ZCARD', K_INFLIGHT)
-    if size >= LEASES_CONVERT and size > added and is_listpack(K_INFLIGHT) then
-      to_skiplist(K_INFLIGHT)
-      to_hashtable(K_LEASES)
-    end
+    if size >= LEASES_CONVERT and size > added and is_listpack(K_INFLIGHT) then leases_convert() end
   end
   stat('pending', -fetch_taken)
 end

@@ -32,12 +32,12 @@ type workload struct {
 type runFunc func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(op string) error) (int, error)
 
 var workloads = []workload{
-	{name: "ackfetch", about: "one consumer, AckFetch of 5 over 100 unordered partitions", calls: 200, unit: "steps", run: consumeWorkload(false)},
-	{name: "ordered", about: "one consumer, AckFetch of 5 over 100 ordered partitions", calls: 200, unit: "steps", run: consumeWorkload(true)},
-	{name: "prefetch5", about: "one consumer, Ack of 5 then Fetch of 5 over 100 unordered partitions", calls: 200, unit: "steps", run: twoCallWorkload(1)},
-	{name: "consumers8", about: "8 consumers at once, AckFetch of 5 each, merged calls", calls: 50, unit: "steps", run: parallelWorkload(engine.DefaultMaxMerge)},
-	{name: "consumers8-alone", about: "8 consumers at once, AckFetch of 5 each, every call alone", calls: 50, unit: "steps", run: parallelWorkload(1)},
-	{name: "parallel8", about: "8 consumers at once, Ack of 5 then Fetch of 5 each, merged calls", calls: 50, unit: "steps", run: twoCallWorkload(consumers)},
+	{name: "ackfetch", about: "one consumer, AckFetch of 5 over 100 unordered partitions", calls: 200, unit: "steps", run: consumeWorkload(1, 0, false, ackFetch)},
+	{name: "ordered", about: "one consumer, AckFetch of 5 over 100 ordered partitions", calls: 200, unit: "steps", run: consumeWorkload(1, 0, true, ackFetch)},
+	{name: "prefetch5", about: "one consumer, Ack of 5 then Fetch of 5 over 100 unordered partitions", calls: 200, unit: "steps", run: consumeWorkload(1, 0, false, ackThenFetch)},
+	{name: "consumers8", about: "8 consumers at once, AckFetch of 5 each, merged calls", calls: 50, unit: "steps", run: consumeWorkload(consumers, engine.DefaultMaxMerge, false, ackFetch)},
+	{name: "consumers8-alone", about: "8 consumers at once, AckFetch of 5 each, every call alone", calls: 50, unit: "steps", run: consumeWorkload(consumers, 1, false, ackFetch)},
+	{name: "parallel8", about: "8 consumers at once, Ack of 5 then Fetch of 5 each, merged calls", calls: 50, unit: "steps", run: consumeWorkload(consumers, 0, false, ackThenFetch)},
 	{name: "worker", about: "srq's Worker, 8 handlers that return at once, the default prefetch, over a full queue", calls: 2000, unit: "tasks", run: workerWorkload},
 	{name: "publish1", about: "one task per Publish, 100 partitions", calls: 400, unit: "steps", run: publishWorkload(1)},
 	{name: "producers8", about: "8 producers at once, one task per Publish each, merged calls", calls: 50, unit: "steps", run: parallelPublishWorkload(engine.DefaultMaxMerge)},
@@ -57,7 +57,7 @@ const (
 	warmUp     = 20 // calls before the counters are zeroed: scripts loaded, keys and sets created
 	partitions = 100
 	fetchSize  = 5
-	consumers  = 8 // of parallelWorkload, and producers of parallelPublishWorkload
+	consumers  = 8 // of the 8-consumer workloads and the worker's handlers, and producers of parallelPublishWorkload
 )
 
 var payload20 = []byte("twenty bytes payload")
@@ -70,69 +70,28 @@ func partitionKey(i int, ordered bool) partition.Key {
 	return partition.Key(p)
 }
 
-// consumeWorkload acks the last batch and fetches the next in one AckFetch call, as the worker does.
-func consumeWorkload(ordered bool) runFunc {
-	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
-		e, err := engine.New(c, engine.Config{Queue: queue})
-		if err != nil {
-			return 0, err
-		}
-		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize, ordered); err != nil {
-			return 0, err
-		}
-		var receipts []engine.Receipt
-		step := func() error { return ackFetch(ctx, e, "instr", &receipts) }
-		return measured(calls, fetchSize, step, control)
-	}
-}
+// consumeCall acks a consumer's last batch and fetches the next into receipts, for the next ack.
+type consumeCall func(ctx context.Context, e *engine.Engine, consumer string, receipts *[]engine.Receipt) error
 
-// parallelWorkload runs 8 consumers at once, each acking its last batch and fetching the next in
-// one AckFetch call, on an engine that merges up to maxMerge concurrent calls. A step is one call
-// of each consumer; how the engine merges them depends on their timing, so the instructions per
-// task vary more from run to run than the one consumer's.
-func parallelWorkload(maxMerge int) runFunc {
+// consumeWorkload runs n consumers, each acking its last batch and fetching the next with call,
+// over ordered or unordered partitions, on an engine that merges up to maxMerge concurrent calls
+// (0: the default). A step is one call of each consumer, the 8 at once. How the engine merges
+// calls depends on their timing, so with 8 the instructions per task vary more from run to run
+// than with one.
+func consumeWorkload(n, maxMerge int, ordered bool, call consumeCall) runFunc {
 	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
 		e, err := engine.New(c, engine.Config{Queue: queue, MaxMerge: maxMerge})
 		if err != nil {
 			return 0, err
 		}
-		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize*consumers, false); err != nil {
-			return 0, err
-		}
-		receipts := make([][]engine.Receipt, consumers)
-		step := atOnce(func(i int) error { return ackFetch(ctx, e, fmt.Sprint("instr-", i), &receipts[i]) })
-		return measured(calls, fetchSize*consumers, step, control)
-	}
-}
-
-// twoCallWorkload runs n consumers at once, each acking its last batch and then fetching the
-// next in two calls, the baseline's shape (BenchmarkConsumePrefetch/prefetch-5 with one consumer,
-// BenchmarkConsumeParallel/consumers-8 with 8), on an engine that merges concurrent calls.
-func twoCallWorkload(n int) runFunc {
-	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
-		e, err := engine.New(c, engine.Config{Queue: queue})
-		if err != nil {
-			return 0, err
-		}
-		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize*n, false); err != nil {
+		if err := seedConsume(ctx, e, (warmUp+calls)*fetchSize*n, ordered); err != nil {
 			return 0, err
 		}
 		receipts := make([][]engine.Receipt, n)
-		consume := func(i int) error {
-			if len(receipts[i]) > 0 {
-				if _, err := e.Ack(ctx, receipts[i]); err != nil {
-					return err
-				}
-			}
-			ds, err := e.Fetch(ctx, fmt.Sprint("instr-", i), fetchSize, time.Minute)
-			if err != nil {
-				return err
-			}
-			return keep(ds, &receipts[i])
-		}
+		consume := func(i int) error { return call(ctx, e, fmt.Sprint("instr-", i), &receipts[i]) }
 		step := func() error { return consume(0) }
 		if n > 1 {
-			step = atOnce(consume)
+			step = atOnce(n, consume)
 		}
 		return measured(calls, fetchSize*n, step, control)
 	}
@@ -232,9 +191,26 @@ func seedConsume(ctx context.Context, e *engine.Engine, fetched int, ordered boo
 	return nil
 }
 
-// ackFetch acks *receipts and fetches the next batch for consumer into them.
+// ackFetch acks *receipts and fetches the next batch for consumer into them in one AckFetch
+// call, as the worker does.
 func ackFetch(ctx context.Context, e *engine.Engine, consumer string, receipts *[]engine.Receipt) error {
 	_, ds, _, err := e.AckFetch(ctx, *receipts, consumer, fetchSize, time.Minute)
+	if err != nil {
+		return err
+	}
+	return keep(ds, receipts)
+}
+
+// ackThenFetch does the same in two calls, Ack and then Fetch: the baseline's shape
+// (BenchmarkConsumePrefetch/prefetch-5 with one consumer, BenchmarkConsumeParallel/consumers-8
+// with 8).
+func ackThenFetch(ctx context.Context, e *engine.Engine, consumer string, receipts *[]engine.Receipt) error {
+	if len(*receipts) > 0 {
+		if _, err := e.Ack(ctx, *receipts); err != nil {
+			return err
+		}
+	}
+	ds, err := e.Fetch(ctx, consumer, fetchSize, time.Minute)
 	if err != nil {
 		return err
 	}
@@ -283,7 +259,7 @@ func parallelPublishWorkload(maxMerge int) runFunc {
 			return 0, err
 		}
 		var next atomic.Int64
-		step := atOnce(func(int) error {
+		step := atOnce(consumers, func(int) error {
 			msg := engine.Message{Partition: partitionKey(int(next.Add(1)), false), Payload: payload20}
 			_, err := e.Publish(ctx, []engine.Message{msg})
 			return err
@@ -292,12 +268,11 @@ func parallelPublishWorkload(maxMerge int) runFunc {
 	}
 }
 
-// atOnce returns a step that runs call(i) for each of the 8 callers (consumers) at once and
-// waits for all of them.
-func atOnce(call func(i int) error) func() error {
+// atOnce returns a step that runs call(i) for each of n callers at once and waits for all of them.
+func atOnce(n int, call func(i int) error) func() error {
 	return func() error {
 		var g errgroup.Group
-		for i := range consumers {
+		for i := range n {
 			g.Go(func() error { return call(i) })
 		}
 		return g.Wait()
