@@ -54,25 +54,39 @@ func SHA1(src string) string {
 // helpers (top-level "local function"s) that the script cannot reach (shake.go), and its key names
 // replaced by the KEYS entries they name (aliases.go). It fails when the
 // script or one of its includes does not exist, or when an include includes another.
-func Source(name string) (string, error) {
+func Source(name string) (string, error) { return expand(name, false) }
+
+// Prologue returns what Source returns for the script called name up to the end of its last
+// include: its header and the includes as that script keeps them, without the script's own code.
+// Run with "return 1" after it, it costs what defining the script's helpers costs every call of
+// it, which bench/cmd/instr measures. It fails as Source does.
+func Prologue(name string) (string, error) { return expand(name, true) }
+
+// expand is Source, or Prologue when prologue is set.
+func expand(name string, prologue bool) (string, error) {
 	raw, err := files.ReadFile(name + ".lua")
 	if err != nil {
 		return "", fmt.Errorf("lua: no script %q: %w", name, err)
 	}
 	script := string(raw)
 	// The includes, cut into chunks, by the position of their include line in the script.
+	lines := includeLine.FindAllStringSubmatchIndex(script, -1)
 	var includes [][]chunk
-	for _, m := range includeLine.FindAllStringSubmatch(script, -1) {
-		body, err := files.ReadFile(path.Join("includes", m[1]+".lua"))
+	for _, m := range lines {
+		inc := script[m[2]:m[3]]
+		body, err := files.ReadFile(path.Join("includes", inc+".lua"))
 		if err != nil {
-			return "", fmt.Errorf("lua: script %q includes %q: %w", name, m[1], err)
+			return "", fmt.Errorf("lua: script %q includes %q: %w", name, inc, err)
 		}
 		if includeLine.Match(body) {
-			return "", fmt.Errorf("lua: include %q includes another; includes must be flat", m[1])
+			return "", fmt.Errorf("lua: include %q includes another; includes must be flat", inc)
 		}
 		includes = append(includes, splitHelpers(string(body)))
 	}
 	keep := shake(includeLine.ReplaceAllString(script, ""), includes)
+	if prologue && len(lines) > 0 {
+		script = script[:lines[len(lines)-1][1]]
+	}
 	i := 0
 	return inlineAliases(includeLine.ReplaceAllStringFunc(script, func(string) string {
 		var b strings.Builder

@@ -33,3 +33,33 @@ func TestUnknownScript(t *testing.T) {
 		t.Fatal("want an error for a script that does not exist")
 	}
 }
+
+func TestPrologueIsSourceWithoutTheScriptsOwnCode(t *testing.T) {
+	t.Parallel()
+	for _, name := range Names() {
+		src, err := Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pro, err := Prologue(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(src, pro) {
+			t.Errorf("%s: the prologue is not the start of the source", name)
+		}
+		if len(strings.TrimSpace(src[len(pro):])) == 0 {
+			t.Errorf("%s: the prologue holds the script's own code", name)
+		}
+		if !strings.Contains(pro, "redis.replicate_commands") {
+			t.Errorf("%s: the prologue lacks common.lua", name)
+		}
+	}
+	pro, _ := Prologue("publish")
+	if strings.Contains(pro, "seq_reserve((#ARGV") {
+		t.Error("publish: the prologue holds the script's own first line")
+	}
+	if _, err := Prologue("no_such_script"); err == nil {
+		t.Error("want an error for a script that does not exist")
+	}
+}

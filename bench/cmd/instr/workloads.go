@@ -16,6 +16,7 @@ import (
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/lua"
 	"github.com/srqueue/srq/partition"
 )
 
@@ -43,6 +44,12 @@ var workloads = []workload{
 	{name: "producers8", about: "8 producers at once, one task per Publish each, merged calls", calls: 50, unit: "steps", run: parallelPublishWorkload(engine.DefaultMaxMerge)},
 	{name: "producers8-alone", about: "8 producers at once, one task per Publish each, every call alone", calls: 50, unit: "steps", run: parallelPublishWorkload(1)},
 	{name: "publish100", about: "batches of 100, 100 partitions", calls: 40, unit: "steps", run: publishWorkload(100)},
+	// What a script's helper definitions cost per call: defs-<script> less defs-none.
+	{name: "defs-none", about: "return 1 with the scripts' 15 keys and key base, the bare call", calls: 400, unit: "calls", run: definitionsWorkload("")},
+	{name: "defs-publish", about: "publish.lua's prologue (lua.Prologue), then return 1", calls: 400, unit: "calls", run: definitionsWorkload("publish")},
+	{name: "defs-ack", about: "ack.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack")},
+	{name: "defs-fetch", about: "fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("fetch")},
+	{name: "defs-ackfetch", about: "ack_fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack_fetch")},
 }
 
 func workloadNames() []string {
@@ -298,4 +305,32 @@ func measured(calls, tasksPerCall int, step func() error, control func(string) e
 		return 0, err
 	}
 	return calls * tasksPerCall, nil
+}
+
+// definitionsWorkload calls the prologue of script name (lua.Prologue: its header and includes
+// with the helpers it keeps, without its own code) followed by "return 1", or "return 1" alone
+// for name "", with the 15 keys and the key base every srq script gets. The count is what a call
+// costs before the script's own code runs: the call itself, and for a prologue the top-level
+// statements and the helpers' closures, made anew on every call.
+func definitionsWorkload(name string) runFunc {
+	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
+		src := "return 1"
+		if name != "" {
+			pro, err := lua.Prologue(name)
+			if err != nil {
+				return 0, err
+			}
+			src = pro + "\nreturn 1\n"
+		}
+		k, err := engine.NewKeys(engine.DefaultPrefix, queue)
+		if err != nil {
+			return 0, err
+		}
+		// In common.lua's order, as the engine passes them.
+		keys := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(),
+			k.Ctl(), k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
+		script := redis.NewScript(src)
+		step := func() error { return script.Run(ctx, c, keys, k.Base()).Err() }
+		return measured(calls, 1, step, control)
+	}
 }
