@@ -7,8 +7,9 @@
 // is replaced by the text of includes/name.lua, so helpers are written once, less the helpers the
 // script cannot reach (shake.go): each one kept costs every call of the script a closure. The key
 // names common.lua gives to KEYS entries are then replaced by the entries (aliases.go), so no
-// helper captures them. The engine package loads the expanded scripts; this package is not a
-// stable API.
+// helper captures them, and the helpers a script names in "-- @cold" lines are made only at their
+// first use in a call (cold.go). The engine package loads the expanded scripts; this package is
+// not a stable API.
 package lua
 
 import (
@@ -51,9 +52,10 @@ func SHA1(src string) string {
 }
 
 // Source returns the script called name with its includes expanded, each include without the
-// helpers (top-level "local function"s) that the script cannot reach (shake.go), and its key names
-// replaced by the KEYS entries they name (aliases.go). It fails when the
-// script or one of its includes does not exist, or when an include includes another.
+// helpers (top-level "local function"s) that the script cannot reach (shake.go), its key names
+// replaced by the KEYS entries they name (aliases.go), and its cold helpers made at their first
+// use (cold.go). It fails when the script or one of its includes does not exist, when an include
+// includes another, or when an "@cold" line names a helper no include defines.
 func Source(name string) (string, error) { return expand(name, false) }
 
 // Prologue returns what Source returns for the script called name up to the end of its last
@@ -84,18 +86,38 @@ func expand(name string, prologue bool) (string, error) {
 		includes = append(includes, splitHelpers(string(body)))
 	}
 	keep := shake(includeLine.ReplaceAllString(script, ""), includes)
+	cold, err := coldNames(script, includes)
+	if err != nil {
+		return "", fmt.Errorf("lua: script %q: %w", name, err)
+	}
+	for n := range cold {
+		if !keep[n] {
+			delete(cold, n) // not reachable: not there at all
+		}
+	}
 	if prologue && len(lines) > 0 {
 		script = script[:lines[len(lines)-1][1]]
 	}
 	i := 0
-	return inlineAliases(includeLine.ReplaceAllStringFunc(script, func(string) string {
+	var coldTexts []string
+	expanded := includeLine.ReplaceAllStringFunc(script, func(string) string {
 		var b strings.Builder
+		if i == 0 && len(cold) > 0 {
+			b.WriteString("local " + lazyTable + " -- the cold helpers (lua/cold.go)\n")
+		}
 		for _, c := range includes[i] {
-			if c.name == "" || keep[c.name] {
+			switch {
+			case cold[c.name]:
+				coldTexts = append(coldTexts, c.text)
+			case c.name == "" || keep[c.name]:
 				b.WriteString(c.text)
 			}
 		}
+		if i == len(includes)-1 && len(cold) > 0 {
+			b.WriteString(lazyDefinitions(coldTexts))
+		}
 		i++
 		return b.String()
-	})), nil
+	})
+	return inlineAliases(callCold(expanded, cold)), nil
 }

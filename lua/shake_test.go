@@ -2,6 +2,7 @@ package lua
 
 import (
 	"path"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,17 +70,29 @@ func TestShakenScriptsCallOnlyKeptHelpers(t *testing.T) {
 		}
 		present := map[string]bool{}
 		words(present, src)
-		kept := 0
+		code := stripComments(src)
+		kept, lazy := 0, 0
 		for _, h := range all {
-			defined := strings.Contains(src, "\nlocal function "+h+"(")
+			cold := strings.Contains(src, "\nfunction "+lazyTable+"."+h+"(")
+			defined := cold || strings.Contains(src, "\nlocal function "+h+"(")
 			if defined {
 				kept++
 			}
 			if present[h] && !defined {
 				t.Errorf("%s: names helper %s, which was left out", name, h)
 			}
+			if cold {
+				lazy++
+				// Made only in the lazy table: every use must go through it.
+				for _, m := range regexp.MustCompile(`\b`+h+`\b`).FindAllStringIndex(code, -1) {
+					if !strings.HasSuffix(code[:m[0]], lazyTable+".") {
+						t.Errorf("%s: names cold helper %s other than as %s.%s", name, h, lazyTable, h)
+						break
+					}
+				}
+			}
 		}
-		t.Logf("%-16s keeps %2d of %d helpers", name, kept, len(all))
+		t.Logf("%-16s keeps %2d of %d helpers, %d of them cold", name, kept, len(all), lazy)
 	}
 }
 

@@ -1,0 +1,88 @@
+package lua
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// A helper that a script keeps but seldom calls still costs every call of the script its closure
+// and the upvalues it captures (shake.go). A script can name such helpers in a header line
+//
+//	-- @cold place schedule earliest
+//
+// and they are then made only when one of them is first used in a call: the expanded script keeps
+// them in a table, lazy, whose __index makes all of them at once, and calls them as lazy.name(…).
+// A call that uses none pays for the table and one closure instead of theirs. Which helpers are
+// cold is a choice per script, for speed only: a wrong one costs a call that uses it a little
+// more, never a different result (bench/cmd/instr measures both).
+
+// coldLine is a script's "-- @cold name …" line.
+var coldLine = regexp.MustCompile(`(?m)^-- @cold ([A-Za-z_][A-Za-z0-9_]*(?: [A-Za-z_][A-Za-z0-9_]*)*)[ \t]*$`)
+
+// lazyTable is the name of the table that holds the cold helpers in the expanded script.
+const lazyTable = "lazy"
+
+// coldNames returns the helpers a script's @cold lines name. It fails for a name that is no
+// helper of the script's includes: a typo would otherwise leave the helper made on every call.
+func coldNames(script string, includes [][]chunk) (map[string]bool, error) {
+	helpers := map[string]bool{}
+	for _, inc := range includes {
+		for _, c := range inc {
+			if c.name != "" {
+				helpers[c.name] = true
+			}
+		}
+	}
+	cold := map[string]bool{}
+	for _, m := range coldLine.FindAllStringSubmatch(script, -1) {
+		for _, name := range strings.Fields(m[1]) {
+			if !helpers[name] {
+				return nil, fmt.Errorf("lua: @cold names %q, which no include defines", name)
+			}
+			cold[name] = true
+		}
+	}
+	return cold, nil
+}
+
+// lazyDefinitions returns the statement that makes the cold helpers' table: texts are the
+// helpers' chunks as their include has them ("local function name(…").
+func lazyDefinitions(texts []string) string {
+	var b strings.Builder
+	b.WriteString("-- The cold helpers (@cold), made at the first use of one of them in this call.\n")
+	b.WriteString(lazyTable + " = setmetatable({}, {__index = function(t, name)\n")
+	b.WriteString("  setmetatable(t, nil)\n")
+	for _, text := range texts {
+		b.WriteString(strings.Replace(text, "local function ", "function "+lazyTable+".", 1))
+	}
+	b.WriteString("  return rawget(t, name)\nend})\n")
+	return b.String()
+}
+
+// callCold rewrites every call of a cold helper in src, "name(", as "lazy.name(". A name preceded
+// by "." or ":" is a field, not the helper, and stays.
+func callCold(src string, cold map[string]bool) string {
+	if len(cold) == 0 {
+		return src
+	}
+	names := make([]string, 0, len(cold))
+	for n := range cold {
+		names = append(names, regexp.QuoteMeta(n))
+	}
+	slices.Sort(names)
+	call := regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\(`)
+	var b strings.Builder
+	last := 0
+	for _, m := range call.FindAllStringIndex(src, -1) {
+		if m[0] > 0 && (src[m[0]-1] == '.' || src[m[0]-1] == ':') {
+			continue
+		}
+		b.WriteString(src[last:m[0]])
+		b.WriteString(lazyTable + ".")
+		last = m[0]
+	}
+	b.WriteString(src[last:])
+	return b.String()
+}
