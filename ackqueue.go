@@ -15,11 +15,12 @@ import (
 // that promise because a job is queued before its slot is freed (pool.settle): a fetcher that grabs
 // the slot takes the ack after it, and a slot not grabbed yet wakes a fetcher later.
 type ackQueue struct {
-	mu     sync.Mutex
-	jobs   []*job
-	riders int           // fetchers riding: they take the acks, the acker leaves them
-	closed bool          // no more jobs come: the acker takes everything
-	signal chan struct{} // capacity 1: the acker has acks to send, or the queue closed
+	mu      sync.Mutex
+	jobs    []*job
+	riders  int           // fetchers riding: they take the acks, the acker leaves them
+	retried bool          // acks of a failed call are queued again: the acker takes them, riders or not
+	closed  bool          // no more jobs come: the acker takes everything
+	signal  chan struct{} // capacity 1: the acker has acks to send, or the queue closed
 }
 
 func newAckQueue() *ackQueue { return &ackQueue{signal: make(chan struct{}, 1)} }
@@ -31,6 +32,17 @@ func (q *ackQueue) put(j *job) {
 	if q.riders == 0 {
 		q.notify()
 	}
+	q.mu.Unlock()
+}
+
+// retry queues again the acks of js, whose call failed, for the acker to send: the acker, not a
+// fetcher, since it pauses after failures, and a riding fetcher may wait long for a slot (these
+// jobs gave theirs back already).
+func (q *ackQueue) retry(js []*job) {
+	q.mu.Lock()
+	q.jobs = append(q.jobs, js...)
+	q.retried = true
+	q.notify()
 	q.mu.Unlock()
 }
 
@@ -75,8 +87,9 @@ func (q *ackQueue) next(max int) ([]*job, bool) {
 	for range q.signal {
 		q.mu.Lock()
 		var batch []*job
-		if q.riders == 0 || q.closed {
+		if q.riders == 0 || q.closed || q.retried {
 			batch = q.takeLocked(max)
+			q.retried = len(q.jobs) > 0 && q.retried
 		}
 		done := q.closed && len(q.jobs) == 0
 		if (len(batch) > 0 && len(q.jobs) > 0) || q.closed {

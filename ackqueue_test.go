@@ -35,6 +35,12 @@ func TestAckQueue(t *testing.T) {
 			seed:  func(q *ackQueue) { q.ride(true); q.put(a); q.put(b); q.put(c); q.close() },
 			woken: true, acker: [][]*job{{a, b}, {c}}, ended: true},
 		{name: "closed and empty: the acker ends", seed: func(q *ackQueue) { q.close() }, woken: true, ended: true},
+		{name: "acks of a failed call go to the acker, riders or not",
+			seed:  func(q *ackQueue) { q.ride(true); q.retry([]*job{a, b, c}) },
+			woken: true, acker: [][]*job{{a, b}, {c}}},
+		{name: "after the retried acks, a rider takes the acks again",
+			seed:  func(q *ackQueue) { q.ride(true); q.retry([]*job{a}); q.next(2); q.put(b) },
+			taken: []*job{b}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

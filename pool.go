@@ -26,6 +26,11 @@ type job struct {
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 	freed  atomic.Bool // its slot went back: when its handler succeeded, or on release (freeSlot)
+
+	// ackFailed is when a call that carried the job's ack first failed (zero before): its ack is
+	// sent again until ackRetryWindow has passed since then (pool.ackFailed). Only the goroutine
+	// that took the job from the ack queue touches it.
+	ackFailed time.Time
 }
 
 // pool is one Run's machinery: the loops share the worker and these channels.
@@ -423,44 +428,56 @@ func (p *pool) logSettle(op string, j *job, err error, errs []error) {
 const maxAckBatch = 256
 
 // ackLoop acks the jobs no fetch takes along, whatever is queued (up to maxAckBatch) in one call.
-// It ends when the queue is closed and drained.
+// After a call that failed it pauses before the next (ackRetryMin, doubling up to ackRetryMax), so
+// acks queued again (ackFailed) do not hammer a Redis that is failing. It ends when the queue is
+// closed and drained.
 func (p *pool) ackLoop() error {
+	var pause time.Duration
 	for {
 		batch, ok := p.acks.next(maxAckBatch)
 		if !ok {
 			return nil
 		}
-		p.ackShards(batch)
+		if p.ackShards(batch) {
+			pause = 0
+			continue
+		}
+		pause = min(max(2*pause, ackRetryMin), ackRetryMax)
+		time.Sleep(pause)
 	}
 }
 
 // ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so
-// at once.
-func (p *pool) ackShards(batch []*job) {
+// at once. It reports whether every call succeeded.
+func (p *pool) ackShards(batch []*job) bool {
 	groups := byShard(batch)
 	if len(groups) == 1 {
 		for eng, group := range groups {
-			p.ack(eng, group)
+			return p.ack(eng, group)
 		}
-		return
 	}
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for eng, group := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.ack(eng, group)
+			if !p.ack(eng, group) {
+				failed.Store(true)
+			}
 		}()
 	}
 	wg.Wait()
+	return !failed.Load()
 }
 
-// ack acks jobs of one shard in one call and releases them.
-func (p *pool) ack(eng *engine.Engine, js []*job) {
+// ack acks jobs of one shard in one call and releases them (see acked); it reports whether the
+// call succeeded.
+func (p *pool) ack(eng *engine.Engine, js []*job) bool {
 	ctx, cancel := p.settleCtx(p.base)
 	errs, err := eng.Ack(ctx, receipts(js))
 	cancel()
-	p.acked(js, errs, err)
+	return p.acked(js, errs, err)
 }
 
 // receipts returns the receipts of js.
@@ -472,16 +489,62 @@ func receipts(js []*job) []engine.Receipt {
 	return rs
 }
 
-// acked logs what an ack of js answered (errs, one per job, or err for the call) and releases them.
-func (p *pool) acked(js []*job, errs []error, err error) {
+// acked logs what an ack of js answered (errs, one per job) and releases them, or, when the call
+// failed (err), queues their acks again (ackFailed). It reports whether the call succeeded.
+func (p *pool) acked(js []*job, errs []error, err error) bool {
 	if err != nil {
-		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(js), "err", err)
+		p.ackFailed(js, err)
+		return false
 	}
 	for i, j := range js {
-		if err == nil && errs[i] != nil {
+		if errs[i] != nil {
 			p.w.log.Info("ack refused: the lease was lost", "task", j.d.ID, "err", errs[i])
 		}
 		p.release(j)
+	}
+	return true
+}
+
+// The acks of a failed call are sent again, after a pause that doubles from ackRetryMin to
+// ackRetryMax while calls keep failing, for up to a Lease since the first failure, and once the
+// worker is stopping for up to settleTimeout (so a Redis that does not answer holds up shutdown no
+// longer than one call may).
+const (
+	ackRetryMin = 50 * time.Millisecond
+	ackRetryMax = time.Second
+)
+
+// ackFailed queues again the acks of js, whose call failed (a connection reset, a failover, a
+// timeout), while their leases may still hold: the tasks are still held, their leases extended,
+// so an ack that lands later is as good, and an ack given up on means the task runs again after its
+// lease expires (and with QueueConfig.CrashIsNotAttempt false that uses an attempt, dead-lettering a
+// task on its last one though its handler succeeded). A task acked twice is harmless: the second
+// is refused. Past the window, the job is released and its task returns when its lease expires.
+func (p *pool) ackFailed(js []*job, err error) {
+	now := time.Now()
+	window := p.w.cfg.Lease
+	select {
+	case <-p.stopping:
+		window = min(window, settleTimeout)
+	default:
+	}
+	var again []*job
+	for _, j := range js {
+		if j.ackFailed.IsZero() {
+			j.ackFailed = now
+		}
+		if now.Sub(j.ackFailed) < window {
+			again = append(again, j)
+			continue
+		}
+		p.release(j)
+	}
+	if len(again) < len(js) {
+		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(js)-len(again), "err", err)
+	}
+	if len(again) > 0 {
+		p.w.log.Warn("ack failed; sending it again", "tasks", len(again), "err", err)
+		p.acks.retry(again)
 	}
 }
 

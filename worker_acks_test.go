@@ -2,6 +2,7 @@ package srq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/lua"
 )
 
@@ -217,5 +219,108 @@ func TestIdleWorkerWaitsOnOneConnection(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the published tasks did not run")
 		}
+	}
+}
+
+// failAcks is a go-redis hook that fails, before it is sent, each of the next left script calls
+// that carry acks (ack.lua, ack_fetch.lua): what a connection reset or a short outage looks like
+// to the worker once go-redis has given up its own retries.
+type failAcks struct {
+	shas map[string]bool
+	mu   sync.Mutex
+	left int
+}
+
+func newFailAcks(t *testing.T, left int) *failAcks {
+	t.Helper()
+	h := &failAcks{shas: map[string]bool{}, left: left}
+	for _, name := range []string{"ack", "ack_fetch"} {
+		src, err := lua.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.shas[lua.SHA1(src)] = true
+	}
+	return h
+}
+
+func (h *failAcks) failNext(cmd redis.Cmder) bool {
+	if !strings.EqualFold(cmd.Name(), "evalsha") || !h.shas[fmt.Sprint(cmd.Args()[1])] {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.left == 0 {
+		return false
+	}
+	h.left--
+	return true
+}
+
+// failed reports whether every failure was injected.
+func (h *failAcks) failed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.left == 0
+}
+
+func (h *failAcks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failAcks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.failNext(cmd) {
+			err := errors.New("injected: connection reset")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failAcks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestFailedAckIsSentAgain: when the calls that carry a task's ack fail (whether it rides on a
+// fetch or goes alone), the worker sends the ack again while the task is still leased to it. The
+// task is acked, not run again, and not dead-lettered: before, one failed call left it to its
+// lease's expiry, which with one attempt made a dead letter of a task whose handler succeeded.
+func TestFailedAckIsSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	fails := newFailAcks(t, 3)
+	c.AddHook(fails)
+	const id = "acked-at-last"
+	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: id, MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := 0
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		return nil
+	}), srq.WorkerConfig{Lease: 500 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "the task to be acked or dead", func() bool {
+		ti, err := q.Engine().Task(ctx, id)
+		return errors.Is(err, srq.ErrNotFound) || err == nil && ti.State == engine.StateDead
+	})
+	stop()
+	if ti, err := q.Engine().Task(ctx, id); err == nil {
+		t.Fatalf("the task is %s (attempts %d, last error %q), want acked", ti.State, ti.Attempts, ti.LastError)
+	}
+	if !fails.failed() {
+		t.Error("fewer ack calls than the failures to inject")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs)
 	}
 }
