@@ -236,16 +236,20 @@ func (p *pool) newJob(d *engine.Delivery, eng *engine.Engine, handlerCtx context
 	return j
 }
 
-// handBackWaiting hands back the units waiting in units for a handler.
+// handBackWaiting hands back the units waiting in units for a handler, all in one call per shard:
+// on a Redis that does not answer, every call waits for its timeout, and shutdown should not wait
+// for one per unit.
 func (p *pool) handBackWaiting(units chan []*job) {
-	for {
+	var waiting []*job
+	for drained := false; !drained; {
 		select {
 		case u := <-units:
-			p.handBack(u)
+			waiting = append(waiting, u...)
 		default:
-			return
+			drained = true
 		}
 	}
+	p.handBack(waiting)
 }
 
 // release forgets a settled job and frees its slot, unless freeSlot did already.

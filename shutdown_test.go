@@ -115,3 +115,48 @@ func TestShutdownHandsBackWhateverTheHandlerReturns(t *testing.T) {
 		t.Fatalf("%+v %v: want pending with no attempt used", ti, err)
 	}
 }
+
+// TestShutdownHandsBackWaitingTasksInOneCall: the tasks fetched but not started when Run's context
+// ends go back in one reject call per shard, not one per task: on a Redis that does not answer,
+// each call waits for its timeout, and shutdown would wait for them one after the other.
+func TestShutdownHandsBackWaitingTasksInOneCall(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, calls := watchedQueue[int](t)
+	const total = 17 // one running, 16 waiting
+	var msgs []srq.Message[int]
+	for i := 0; i < total; i++ {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: fmt.Sprint(i)}})
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var running atomic.Int32
+	h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		running.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 1, Prefetch: total - 1,
+		ShutdownTimeout: time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "a running handler and every task fetched", func() bool {
+		st, _ := q.Engine().Stats(ctx)
+		return running.Load() == 1 && st.InFlight == total
+	})
+	stop()
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InFlight != 0 || st.Pending != total {
+		t.Fatalf("after shutdown: %+v, want all %d pending again", st, total)
+	}
+	// The waiting tasks in one call, the running one in another.
+	if n := calls.calls("reject"); n > 2 {
+		t.Fatalf("%d reject calls handed back %d tasks, want at most 2", n, total)
+	}
+}
