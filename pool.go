@@ -47,6 +47,49 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(base, settleTimeout)
 }
 
+// settleCall runs call, a Redis call that settles held tasks (a reject, a kill, a hand-back), each
+// time with its own settleTimeout, and when it fails (a connection reset, a failover, a timeout)
+// runs it again after a pause (ackRetryMin, doubling up to ackRetryMax) while retryWindow has not
+// passed since the first failure. The tasks stay held meanwhile, their leases extended, so a call
+// that lands later is as good; one given up on leaves them to their leases' expiry, which counts
+// an attempt (unless QueueConfig.CrashIsNotAttempt) even for the tasks of an ordered unit that
+// never ran. A call that did land although its reply was lost is refused the second time (the
+// lease is gone), which callers treat as the task having gone back. It returns the last error.
+func (p *pool) settleCall(base context.Context, call func(context.Context) error) error {
+	var first time.Time
+	var pause time.Duration
+	for {
+		ctx, cancel := p.settleCtx(base)
+		err := call(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		if now.Sub(first) >= p.retryWindow() {
+			return err
+		}
+		p.w.log.Warn("settling failed; trying again", "err", err)
+		pause = min(max(2*pause, ackRetryMin), ackRetryMax)
+		time.Sleep(pause)
+	}
+}
+
+// retryWindow is how long after its first failure a call that settles held tasks is tried again:
+// a Lease, and once the worker is stopping at most settleTimeout (so a Redis that does not answer
+// holds up shutdown little longer than one call may).
+func (p *pool) retryWindow() time.Duration {
+	select {
+	case <-p.stopping:
+		return min(p.w.cfg.Lease, settleTimeout)
+	default:
+		return p.w.cfg.Lease
+	}
+}
+
 // fetchLoop fetches from one shard's engine as many tasks as there are free slots, groups them
 // into units (the tasks of one ordered partition together, every other task alone) and hands the
 // units to the handlers. While the shard has no work it blocks in Redis holding no slot, so the
@@ -352,9 +395,11 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 	r := engine.Rejection{Receipt: j.d.Receipt(), Reason: err.Error()}
 	switch {
 	case errors.As(err, &perm):
-		ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
-		defer cancel()
-		errs, kerr := j.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
+		var errs []error
+		kerr := p.settleCall(context.WithoutCancel(j.ctx), func(ctx context.Context) (err error) {
+			errs, err = j.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
+			return err
+		})
 		p.logSettle("kill", j, kerr, errs)
 		p.release(j)
 		// A kill that did not happen leaves the task to come back when its lease expires: the
@@ -371,9 +416,11 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		r.Delay = w.cfg.Retry(j.d.Attempt, err)
 	}
 	r.Delay = min(max(r.Delay, 0), engine.MaxDelay)
-	ctx, cancel := p.settleCtx(context.WithoutCancel(j.ctx))
-	defer cancel()
-	res, rerr := j.eng.Reject(ctx, []engine.Rejection{r})
+	var res []engine.RejectResult
+	rerr := p.settleCall(context.WithoutCancel(j.ctx), func(ctx context.Context) (err error) {
+		res, err = j.eng.Reject(ctx, []engine.Rejection{r})
+		return err
+	})
 	p.release(j)
 	if rerr != nil {
 		w.log.Error("reject failed; the task returns when its lease expires", "task", j.d.ID, "err", rerr)
@@ -393,15 +440,18 @@ func (p *pool) handBack(js []*job) {
 	if len(js) == 0 {
 		return
 	}
-	ctx, cancel := p.settleCtx(context.WithoutCancel(js[0].ctx))
-	defer cancel()
+	base := context.WithoutCancel(js[0].ctx)
 	for eng, group := range byShard(js) {
 		rs := make([]engine.Rejection, len(group))
 		for i, j := range group {
 			// No reason: the task did not fail, so its last error stays as it was.
 			rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
 		}
-		if _, err := eng.Reject(ctx, rs); err != nil {
+		err := p.settleCall(base, func(ctx context.Context) error {
+			_, err := eng.Reject(ctx, rs)
+			return err
+		})
+		if err != nil {
 			p.w.log.Error("hand back failed; the tasks return when their leases expire", "tasks", len(group), "err", err)
 		}
 	}
@@ -509,10 +559,9 @@ func (p *pool) acked(js []*job, errs []error, err error) bool {
 	return true
 }
 
-// The acks of a failed call are sent again, after a pause that doubles from ackRetryMin to
-// ackRetryMax while calls keep failing, for up to a Lease since the first failure, and once the
-// worker is stopping for up to settleTimeout (so a Redis that does not answer holds up shutdown no
-// longer than one call may).
+// The calls that settle held tasks (acks, rejects, kills, hand-backs) are tried again after a
+// failure, after a pause that doubles from ackRetryMin to ackRetryMax while they keep failing, for
+// up to retryWindow since the first failure.
 const (
 	ackRetryMin = 50 * time.Millisecond
 	ackRetryMax = time.Second
@@ -526,12 +575,7 @@ const (
 // is refused. Past the window, the job is released and its task returns when its lease expires.
 func (p *pool) ackFailed(js []*job, err error) {
 	now := time.Now()
-	window := p.w.cfg.Lease
-	select {
-	case <-p.stopping:
-		window = min(window, settleTimeout)
-	default:
-	}
+	window := p.retryWindow()
 	var again []*job
 	for _, j := range js {
 		if j.ackFailed.IsZero() {

@@ -222,19 +222,19 @@ func TestIdleWorkerWaitsOnOneConnection(t *testing.T) {
 	}
 }
 
-// failAcks is a go-redis hook that fails, before it is sent, each of the next left script calls
-// that carry acks (ack.lua, ack_fetch.lua): what a connection reset or a short outage looks like
-// to the worker once go-redis has given up its own retries.
-type failAcks struct {
+// failScripts is a go-redis hook that fails, before it is sent, each of the next left calls of
+// the scripts it was made for: what a connection reset or a short outage looks like to the worker
+// once go-redis has given up its own retries.
+type failScripts struct {
 	shas map[string]bool
 	mu   sync.Mutex
 	left int
 }
 
-func newFailAcks(t *testing.T, left int) *failAcks {
+func newFailScripts(t *testing.T, left int, scripts ...string) *failScripts {
 	t.Helper()
-	h := &failAcks{shas: map[string]bool{}, left: left}
-	for _, name := range []string{"ack", "ack_fetch"} {
+	h := &failScripts{shas: map[string]bool{}, left: left}
+	for _, name := range scripts {
 		src, err := lua.Source(name)
 		if err != nil {
 			t.Fatal(err)
@@ -244,7 +244,7 @@ func newFailAcks(t *testing.T, left int) *failAcks {
 	return h
 }
 
-func (h *failAcks) failNext(cmd redis.Cmder) bool {
+func (h *failScripts) failNext(cmd redis.Cmder) bool {
 	if !strings.EqualFold(cmd.Name(), "evalsha") || !h.shas[fmt.Sprint(cmd.Args()[1])] {
 		return false
 	}
@@ -258,15 +258,15 @@ func (h *failAcks) failNext(cmd redis.Cmder) bool {
 }
 
 // failed reports whether every failure was injected.
-func (h *failAcks) failed() bool {
+func (h *failScripts) failed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.left == 0
 }
 
-func (h *failAcks) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *failAcks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.failNext(cmd) {
 			err := errors.New("injected: connection reset")
@@ -277,7 +277,7 @@ func (h *failAcks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h *failAcks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *failScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
@@ -289,7 +289,7 @@ func TestFailedAckIsSentAgain(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	q, c := newQueue[int](t, srq.QueueConfig{})
-	fails := newFailAcks(t, 3)
+	fails := newFailScripts(t, 3, "ack", "ack_fetch") // whether the acks ride a fetch or go alone
 	c.AddHook(fails)
 	const id = "acked-at-last"
 	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: id, MaxAttempts: 1}); err != nil {
@@ -322,5 +322,59 @@ func TestFailedAckIsSentAgain(t *testing.T) {
 	defer mu.Unlock()
 	if runs != 1 {
 		t.Errorf("the handler ran %d times, want 1", runs)
+	}
+}
+
+// TestFailedRejectIsSentAgain: when the call that sends back a snoozed task of an ordered
+// partition fails, the worker sends it again while it still holds the partition's tasks. Before,
+// the task and the later one of its unit, which never ran, were left to their leases' expiry,
+// which counted an attempt for each: with one attempt both became dead letters.
+func TestFailedRejectIsSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	fails := newFailScripts(t, 2, "reject")
+	c.AddHook(fails)
+	var msgs []srq.Message[int]
+	for i, id := range []string{"first", "second"} {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: id, Partition: "p", Ordered: true, MaxAttempts: 1}})
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(_ context.Context, task *srq.Task[int]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[task.ID]++
+		if task.ID == "first" && runs[task.ID] == 1 {
+			return srq.Snooze(0) // not a failure: no attempt used
+		}
+		return nil
+	}), srq.WorkerConfig{Lease: 500 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "both tasks acked or dead", func() bool {
+		st, err := q.Engine().Stats(ctx)
+		return err == nil && st.Acked+st.Dead == 2
+	})
+	stop()
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Acked != 2 || st.Dead != 0 {
+		t.Fatalf("acked %d, dead %d; want both acked", st.Acked, st.Dead)
+	}
+	if !fails.failed() {
+		t.Error("fewer reject calls than the failures to inject")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["first"] != 2 || runs["second"] != 1 {
+		t.Errorf("runs %v, want first twice (snoozed, then done) and second once", runs)
 	}
 }
