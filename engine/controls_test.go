@@ -101,3 +101,30 @@ func TestEmptyFetchHoldsNothing(t *testing.T) {
 		t.Fatalf("another consumer after a drain: %+v", ds)
 	}
 }
+
+// TestPublishToPausedPartitionDropsExpiredBlock: a publish to a paused partition whose block
+// (a rate limit's blocked-until) has passed places it through place, which drops the expired
+// block. publish.lua makes place and meta_del only at their first use (lua/cold.go): this is the
+// one test that runs meta_del from a publish.
+func TestPublishToPausedPartitionDropsExpiredBlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	p := partition.Key("blocked")
+	if err := b.eng.Pause(b.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	meta := b.eng.Keys().Meta(p)
+	if err := b.eng.Client().HSet(b.ctx, meta, "b", "1").Err(); err != nil { // blocked until 1970
+		t.Fatal(err)
+	}
+	b.publish(Message{ID: "t", Partition: p})
+	if n, err := b.eng.Client().HExists(b.ctx, meta, "b").Result(); err != nil || n {
+		t.Fatalf("the expired block is still there (%v, %v)", n, err)
+	}
+	if paused, err := b.eng.Client().HExists(b.ctx, meta, "ps").Result(); err != nil || !paused {
+		t.Fatalf("the pause is gone (%v, %v)", paused, err)
+	}
+	if ds := b.fetch("c", 10); len(ds) != 0 {
+		t.Fatalf("a paused partition delivered %+v", ds)
+	}
+}

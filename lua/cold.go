@@ -24,6 +24,10 @@ var coldLine = regexp.MustCompile(`(?m)^-- @cold ([A-Za-z_][A-Za-z0-9_]*(?: [A-Z
 // lazyTable is the name of the table that holds the cold helpers in the expanded script.
 const lazyTable = "lazy"
 
+// helperLine is the start of a helper's definition line in its chunk (splitHelpers: the chunk
+// holds one helper, after its comment lines).
+var helperLine = regexp.MustCompile(`(?m)^local function `)
+
 // coldNames returns the helpers a script's @cold lines name. It fails for a name that is no
 // helper of the script's includes: a typo would otherwise leave the helper made on every call.
 func coldNames(script string, includes [][]chunk) (map[string]bool, error) {
@@ -55,14 +59,18 @@ func lazyDefinitions(texts []string) string {
 	b.WriteString(lazyTable + " = setmetatable({}, {__index = function(t, name)\n")
 	b.WriteString("  setmetatable(t, nil)\n")
 	for _, text := range texts {
-		b.WriteString(strings.Replace(text, "local function ", "function "+lazyTable+".", 1))
+		// The definition's line, not a comment above it that happens to say "local function".
+		b.WriteString(helperLine.ReplaceAllString(text, "function "+lazyTable+"."))
 	}
 	b.WriteString("  return rawget(t, name)\nend})\n")
 	return b.String()
 }
 
 // callCold rewrites every call of a cold helper in src, "name(", as "lazy.name(". A name preceded
-// by "." or ":" is a field, not the helper, and stays.
+// by "." or ":" is a field, not the helper, and stays. The rewrite is textual: "name(" in a comment
+// is rewritten too, harmlessly, and so would be one in a string literal, which no script has. Any
+// other use of the name (a value, "name (", a local of that name) is left as it is and fails
+// TestShakenScriptsCallOnlyKeptHelpers.
 func callCold(src string, cold map[string]bool) string {
 	if len(cold) == 0 {
 		return src

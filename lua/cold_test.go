@@ -41,11 +41,11 @@ func TestColdNames(t *testing.T) {
 // and its comment stays with it.
 func TestLazyDefinitions(t *testing.T) {
 	t.Parallel()
-	got := lazyDefinitions([]string{"-- place puts p.\nlocal function place(p) return p end\n"})
+	got := lazyDefinitions([]string{"-- place puts p, as local function put would.\nlocal function place(p) return p end\n"})
 	for _, want := range []string{
 		"lazy = setmetatable({}, {__index = function(t, name)\n",
 		"  setmetatable(t, nil)\n",
-		"-- place puts p.\nfunction lazy.place(p) return p end\n",
+		"-- place puts p, as local function put would.\nfunction lazy.place(p) return p end\n",
 		"  return rawget(t, name)\nend})\n",
 	} {
 		if !strings.Contains(got, want) {
