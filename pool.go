@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
@@ -41,6 +44,7 @@ type pool struct {
 	acks     *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
 	stopping <-chan struct{} // closed when Run's context ends
 	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
+	stopAt   atomic.Int64    // unix ns when the pool was first seen stopping (stopped); 0 before
 }
 
 func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
@@ -48,13 +52,13 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 }
 
 // settleCall runs call, a Redis call that settles held tasks (a reject, a kill, a hand-back), each
-// time with its own settleTimeout, and when it fails (a connection reset, a failover, a timeout)
-// runs it again after a pause (ackRetryMin, doubling up to ackRetryMax) while retryWindow has not
-// passed since the first failure. The tasks stay held meanwhile, their leases extended, so a call
-// that lands later is as good; one given up on leaves them to their leases' expiry, which counts
-// an attempt (unless QueueConfig.CrashIsNotAttempt) even for the tasks of an ordered unit that
-// never ran. A call that did land although its reply was lost is refused the second time (the
-// lease is gone), which callers treat as the task having gone back. It returns the last error.
+// time with its own settleTimeout, and when it fails in a way that may pass (transient: a
+// connection reset, a failover, a timeout) runs it again after a pause (ackRetryMin, doubling up
+// to ackRetryMax) while mayRetry allows. The tasks stay held meanwhile, their leases extended while
+// the worker runs, so a call that lands later is as good; one given up on leaves them to their
+// leases' expiry, which counts an attempt (unless QueueConfig.CrashIsNotAttempt) even for the tasks
+// of an ordered unit that never ran. A call that did land although its reply was lost is refused
+// the second time (the lease is gone), which callers must allow for. It returns the last error.
 func (p *pool) settleCall(base context.Context, call func(context.Context) error) error {
 	var first time.Time
 	var pause time.Duration
@@ -65,11 +69,10 @@ func (p *pool) settleCall(base context.Context, call func(context.Context) error
 		if err == nil {
 			return nil
 		}
-		now := time.Now()
 		if first.IsZero() {
-			first = now
+			first = time.Now()
 		}
-		if now.Sub(first) >= p.retryWindow() {
+		if !transient(err) || !p.mayRetry(first) {
 			return err
 		}
 		p.w.log.Warn("settling failed; trying again", "err", err)
@@ -78,16 +81,53 @@ func (p *pool) settleCall(base context.Context, call func(context.Context) error
 	}
 }
 
-// retryWindow is how long after its first failure a call that settles held tasks is tried again:
-// a Lease, and once the worker is stopping at most settleTimeout (so a Redis that does not answer
-// holds up shutdown little longer than one call may).
-func (p *pool) retryWindow() time.Duration {
+// mayRetry says whether a call that settles held tasks and first failed at first may be tried
+// again: for a Lease after that while the worker runs (its leases are extended meanwhile), and
+// once it is stopping only until settleTimeout after it began to (stopped): so a Redis that does
+// not answer holds up shutdown, all calls together, by about settleTimeout and a call.
+func (p *pool) mayRetry(first time.Time) bool {
+	if at := p.stopped(); !at.IsZero() {
+		return time.Since(at) < settleTimeout
+	}
+	return time.Since(first) < p.w.cfg.Lease
+}
+
+// stopped returns when the pool began to stop, or the zero time while it runs. Run's context
+// ending starts it (noted the first time it is seen here), and so does stop.
+func (p *pool) stopped() time.Time {
+	if ns := p.stopAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
 	select {
 	case <-p.stopping:
-		return min(p.w.cfg.Lease, settleTimeout)
+		p.stop()
+		return time.Unix(0, p.stopAt.Load())
 	default:
-		return p.w.cfg.Lease
+		return time.Time{}
 	}
+}
+
+// stop notes that the pool is stopping: every handler has ended (the ack queue closes), and the
+// extender is about to stop, so held leases are no longer extended.
+func (p *pool) stop() { p.stopAt.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// transient says whether err, a failed call, may pass if the call is made again: a network error
+// or timeout, or a Redis error that a failover or a restart answers with; not a script error or
+// a refused argument, which the same call would meet again.
+func transient(err error) bool {
+	if errors.Is(err, engine.ErrInvalid) {
+		return false
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		for _, prefix := range []string{"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "BUSY "} {
+			if strings.HasPrefix(rerr.Error(), prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // fetchLoop fetches from one shard's engine as many tasks as there are free slots, groups them
@@ -346,7 +386,11 @@ func (p *pool) runUnit(u []*job) {
 		// The tasks of a unit were leased and are extended together: when one lost its lease, the
 		// others' leases are gone as well (or going at the same deadline).
 		lost := errors.Is(context.Cause(j.ctx), ErrLeaseLost)
-		if back := p.settle(j, err); back || lost {
+		switch next := p.settle(j, err); {
+		case next == handBackRest && !lost:
+			p.handBack(u[i+1:])
+			return
+		case next != runRest || lost:
 			for _, later := range u[i+1:] {
 				p.release(later)
 			}
@@ -368,15 +412,23 @@ func recoverPanic(err *error) {
 	}
 }
 
-// settle applies the handler's result to j. It reports whether the task went back to pending, in
-// which case the engine also took back the later tasks of an ordered partition's unit.
-func (p *pool) settle(j *job, err error) (wentBack bool) {
+// afterSettle says what becomes of the rest of a unit once one of its tasks is settled.
+type afterSettle int
+
+const (
+	runRest      afterSettle = iota // the task is done (acked, or dead-lettered): the next one runs
+	dropRest                        // the task went back, and the engine took the rest back with it
+	handBackRest                    // the task is still there (a kill that did not happen, or whose reply was lost): the rest go back unrun, in position, without using an attempt
+)
+
+// settle applies the handler's result to j and says what becomes of the rest of its unit.
+func (p *pool) settle(j *job, err error) afterSettle {
 	w := p.w
 	if err == nil {
 		// Queued before its slot is freed: a fetcher that takes the slot finds the ack (ackQueue).
 		p.acks.put(j)
 		p.freeSlot(j)
-		return false
+		return runRest
 	}
 	var (
 		rej  *RejectError
@@ -387,7 +439,7 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		// Cut off by shutdown: whatever the handler made of its cancelled context, the task did
 		// not fail. It goes back without using an attempt.
 		p.handBack([]*job{j})
-		return true
+		return dropRest
 	}
 	if errors.As(err, &pan) {
 		w.log.Error("handler panic", "task", j.d.ID, "panic", pan.Value, "stack", string(pan.Stack))
@@ -402,9 +454,14 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 		})
 		p.logSettle("kill", j, kerr, errs)
 		p.release(j)
-		// A kill that did not happen leaves the task to come back when its lease expires: the
-		// later tasks of its ordered partition must not run before it.
-		return kerr != nil || errs[0] != nil
+		if kerr != nil || errs[0] != nil {
+			// A kill that did not happen leaves the task to come back when its lease expires: the
+			// later tasks of its ordered partition must not run before it. Handed back, they wait
+			// behind it (its partition stays held by its lease) without using an attempt; and if the
+			// kill did land and only its reply was lost, they run next.
+			return handBackRest
+		}
+		return runRest
 	case errors.As(err, &rej):
 		// The reason kept is the handler's own error; a plain snooze is no failure, so the
 		// last error stays as it was.
@@ -424,13 +481,16 @@ func (p *pool) settle(j *job, err error) (wentBack bool) {
 	p.release(j)
 	if rerr != nil {
 		w.log.Error("reject failed; the task returns when its lease expires", "task", j.d.ID, "err", rerr)
-		return true
+		return dropRest
 	}
 	if res[0].Err != nil {
 		w.log.Info("reject refused: the lease was lost", "task", j.d.ID, "err", res[0].Err)
-		return true
+		return dropRest
 	}
-	return !res[0].DeadLettered
+	if res[0].DeadLettered {
+		return runRest
+	}
+	return dropRest
 }
 
 // handBack returns tasks that were not run (or were cut off by shutdown) without counting an
@@ -441,20 +501,28 @@ func (p *pool) handBack(js []*job) {
 		return
 	}
 	base := context.WithoutCancel(js[0].ctx)
+	// The shards at once, as the acker sends its acks: a shard that does not answer holds up the
+	// others' hand-backs (and shutdown) no longer than its own.
+	var wg sync.WaitGroup
 	for eng, group := range byShard(js) {
-		rs := make([]engine.Rejection, len(group))
-		for i, j := range group {
-			// No reason: the task did not fail, so its last error stays as it was.
-			rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
-		}
-		err := p.settleCall(base, func(ctx context.Context) error {
-			_, err := eng.Reject(ctx, rs)
-			return err
-		})
-		if err != nil {
-			p.w.log.Error("hand back failed; the tasks return when their leases expire", "tasks", len(group), "err", err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs := make([]engine.Rejection, len(group))
+			for i, j := range group {
+				// No reason: the task did not fail, so its last error stays as it was.
+				rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
+			}
+			err := p.settleCall(base, func(ctx context.Context) error {
+				_, err := eng.Reject(ctx, rs)
+				return err
+			})
+			if err != nil {
+				p.w.log.Error("hand back failed; the tasks return when their leases expire", "tasks", len(group), "err", err)
+			}
+		}()
 	}
+	wg.Wait()
 	for _, j := range js {
 		p.release(j)
 	}
@@ -560,8 +628,8 @@ func (p *pool) acked(js []*job, errs []error, err error) bool {
 }
 
 // The calls that settle held tasks (acks, rejects, kills, hand-backs) are tried again after a
-// failure, after a pause that doubles from ackRetryMin to ackRetryMax while they keep failing, for
-// up to retryWindow since the first failure.
+// failure, after a pause that doubles from ackRetryMin to ackRetryMax while they keep failing, while
+// mayRetry allows.
 const (
 	ackRetryMin = 50 * time.Millisecond
 	ackRetryMax = time.Second
@@ -575,13 +643,12 @@ const (
 // is refused. Past the window, the job is released and its task returns when its lease expires.
 func (p *pool) ackFailed(js []*job, err error) {
 	now := time.Now()
-	window := p.retryWindow()
 	var again []*job
 	for _, j := range js {
 		if j.ackFailed.IsZero() {
 			j.ackFailed = now
 		}
-		if now.Sub(j.ackFailed) < window {
+		if transient(err) && p.mayRetry(j.ackFailed) {
 			again = append(again, j)
 			continue
 		}

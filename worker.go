@@ -207,6 +207,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	err := handlers.Wait()
 	close(handlersDone)
+	p.stop()     // the extender stops next: acks failing from now on are retried only briefly
 	acks.close() // every handler has ended: no more acks come
 	stopLoops()
 	return errors.Join(err, loops.Wait())
@@ -255,6 +256,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		handlers.Go(func() error { return p.handleLoop(units) })
 	}
 	err := handlers.Wait()
+	p.stop()
 	p.acks.close()
 	stopLoops()
 	return len(ds), errors.Join(fetchErr, err, loops.Wait())

@@ -229,6 +229,7 @@ type failScripts struct {
 	shas map[string]bool
 	mu   sync.Mutex
 	left int
+	err  error // what the failed calls return; nil: a connection reset
 }
 
 func newFailScripts(t *testing.T, left int, scripts ...string) *failScripts {
@@ -269,7 +270,10 @@ func (h *failScripts) DialHook(next redis.DialHook) redis.DialHook { return next
 func (h *failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.failNext(cmd) {
-			err := errors.New("injected: connection reset")
+			err := h.err
+			if err == nil {
+				err = errors.New("injected: connection reset")
+			}
 			cmd.SetErr(err)
 			return err
 		}
@@ -376,5 +380,69 @@ func TestFailedRejectIsSentAgain(t *testing.T) {
 	defer mu.Unlock()
 	if runs["first"] != 2 || runs["second"] != 1 {
 		t.Errorf("runs %v, want first twice (snoozed, then done) and second once", runs)
+	}
+}
+
+// scriptError is an error reply of Redis, as go-redis returns one: a call that fails this way
+// fails again if made again, so the worker does not retry it.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+func (scriptError) RedisError()     {}
+
+// TestFailedKillHandsBackTheRest: when the kill of a task of an ordered partition fails, the task
+// stays leased until its lease expires, and the later tasks of its unit must not run before it.
+// The worker hands them back, so they wait in position behind it without using an attempt; before,
+// it only dropped them, and their leases' expiry counted an attempt: with one attempt, a task that
+// never ran became a dead letter.
+func TestFailedKillHandsBackTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	fails := newFailScripts(t, 1, "kill")
+	fails.err = scriptError("ERR injected: the kill cannot run")
+	c.AddHook(fails)
+	var msgs []srq.Message[int]
+	for i, id := range []string{"poison", "next"} {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: id, Partition: "p", Ordered: true, MaxAttempts: 1}})
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(_ context.Context, task *srq.Task[int]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, task.ID)
+		if task.ID == "poison" {
+			return srq.Permanent(errors.New("cannot be done"))
+		}
+		return nil
+	}), srq.WorkerConfig{Lease: 500 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "both tasks settled", func() bool {
+		st, err := q.Engine().Stats(ctx)
+		return err == nil && st.Acked+st.Dead == 2
+	})
+	stop()
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The poison's lease expired (its one attempt used): dead; the next ran after it.
+	if st.Acked != 1 || st.Dead != 1 {
+		t.Fatalf("acked %d, dead %d; want the poison dead and the next acked", st.Acked, st.Dead)
+	}
+	if !fails.failed() {
+		t.Error("no kill call failed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[0] != "poison" || order[1] != "next" {
+		t.Errorf("ran %v, want poison, then next", order)
 	}
 }
