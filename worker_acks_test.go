@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -329,33 +330,31 @@ func TestFailedAckIsSentAgain(t *testing.T) {
 	}
 }
 
-// TestFailedRejectIsSentAgain: when the call that sends back a snoozed task of an ordered
-// partition fails, the worker sends it again while it still holds the partition's tasks. Before,
-// the task and the later one of its unit, which never ran, were left to their leases' expiry,
-// which counted an attempt for each: with one attempt both became dead letters.
-func TestFailedRejectIsSentAgain(t *testing.T) {
-	t.Parallel()
+// runOrderedPair publishes tasks first and second, in that order, to one ordered partition, each
+// with one attempt, on a queue whose client fails as fails says, and runs a worker (Lease 500 ms)
+// with handle until both are acked or dead. It returns the queue's stats then and the tasks' ids
+// in the order the handler ran them.
+func runOrderedPair(t *testing.T, fails *failScripts, first, second string, handle func(id string, run int) error) (engine.Stats, []string) {
+	t.Helper()
 	ctx := testCtx(t)
 	q, c := newQueue[int](t, srq.QueueConfig{})
-	fails := newFailScripts(t, 2, "reject")
 	c.AddHook(fails)
 	var msgs []srq.Message[int]
-	for i, id := range []string{"first", "second"} {
+	for i, id := range []string{first, second} {
 		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: id, Partition: "p", Ordered: true, MaxAttempts: 1}})
 	}
 	if _, err := q.PublishBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
+	var order []string
 	runs := map[string]int{}
 	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(_ context.Context, task *srq.Task[int]) error {
 		mu.Lock()
 		defer mu.Unlock()
+		order = append(order, task.ID)
 		runs[task.ID]++
-		if task.ID == "first" && runs[task.ID] == 1 {
-			return srq.Snooze(0) // not a failure: no attempt used
-		}
-		return nil
+		return handle(task.ID, runs[task.ID])
 	}), srq.WorkerConfig{Lease: 500 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -370,16 +369,31 @@ func TestFailedRejectIsSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Acked != 2 || st.Dead != 0 {
-		t.Fatalf("acked %d, dead %d; want both acked", st.Acked, st.Dead)
-	}
 	if !fails.failed() {
-		t.Error("fewer reject calls than the failures to inject")
+		t.Error("fewer calls than the failures to inject")
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if runs["first"] != 2 || runs["second"] != 1 {
-		t.Errorf("runs %v, want first twice (snoozed, then done) and second once", runs)
+	return st, slices.Clone(order)
+}
+
+// TestFailedRejectIsSentAgain: when the call that sends back a snoozed task of an ordered
+// partition fails, the worker sends it again while it still holds the partition's tasks. Before,
+// the task and the later one of its unit, which never ran, were left to their leases' expiry,
+// which counted an attempt for each: with one attempt both became dead letters.
+func TestFailedRejectIsSentAgain(t *testing.T) {
+	t.Parallel()
+	st, order := runOrderedPair(t, newFailScripts(t, 2, "reject"), "first", "second", func(id string, run int) error {
+		if id == "first" && run == 1 {
+			return srq.Snooze(0) // not a failure: no attempt used
+		}
+		return nil
+	})
+	if st.Acked != 2 || st.Dead != 0 {
+		t.Fatalf("acked %d, dead %d; want both acked", st.Acked, st.Dead)
+	}
+	if !slices.Equal(order, []string{"first", "first", "second"}) {
+		t.Errorf("ran %v, want first twice (snoozed, then done), then second", order)
 	}
 }
 
@@ -397,52 +411,19 @@ func (scriptError) RedisError()     {}
 // never ran became a dead letter.
 func TestFailedKillHandsBackTheRest(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	q, c := newQueue[int](t, srq.QueueConfig{})
 	fails := newFailScripts(t, 1, "kill")
 	fails.err = scriptError("ERR injected: the kill cannot run")
-	c.AddHook(fails)
-	var msgs []srq.Message[int]
-	for i, id := range []string{"poison", "next"} {
-		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: id, Partition: "p", Ordered: true, MaxAttempts: 1}})
-	}
-	if _, err := q.PublishBatch(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var order []string
-	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(_ context.Context, task *srq.Task[int]) error {
-		mu.Lock()
-		defer mu.Unlock()
-		order = append(order, task.ID)
-		if task.ID == "poison" {
+	st, order := runOrderedPair(t, fails, "poison", "next", func(id string, _ int) error {
+		if id == "poison" {
 			return srq.Permanent(errors.New("cannot be done"))
 		}
 		return nil
-	}), srq.WorkerConfig{Lease: 500 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runWorker(t, w)
-	waitFor(t, "both tasks settled", func() bool {
-		st, err := q.Engine().Stats(ctx)
-		return err == nil && st.Acked+st.Dead == 2
 	})
-	stop()
-	st, err := q.Engine().Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The poison's lease expired (its one attempt used): dead; the next ran after it.
 	if st.Acked != 1 || st.Dead != 1 {
 		t.Fatalf("acked %d, dead %d; want the poison dead and the next acked", st.Acked, st.Dead)
 	}
-	if !fails.failed() {
-		t.Error("no kill call failed")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(order) != 2 || order[0] != "poison" || order[1] != "next" {
+	if !slices.Equal(order, []string{"poison", "next"}) {
 		t.Errorf("ran %v, want poison, then next", order)
 	}
 }
