@@ -44,7 +44,8 @@ type pool struct {
 	acks     *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
 	stopping <-chan struct{} // closed when Run's context ends
 	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
-	stopAt   atomic.Int64    // unix ns when the pool was first seen stopping (stopped); 0 before
+	ctxEndAt atomic.Int64    // unix ns when Run's context ended (noteCtxEnd); 0 before
+	stopAt   atomic.Int64    // unix ns when every handler had returned (stop); 0 before
 }
 
 func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
@@ -82,33 +83,35 @@ func (p *pool) settleCall(base context.Context, call func(context.Context) error
 }
 
 // mayRetry says whether a call that settles held tasks and first failed at first may be tried
-// again: for a Lease after that while the worker runs (its leases are extended meanwhile), and
-// once it is stopping only until settleTimeout after it began to (stopped): so a Redis that does
-// not answer holds up shutdown, all calls together, by about settleTimeout and a call.
+// again. While the worker runs, for a Lease after that: the leases are extended meanwhile. Once
+// Run's context has ended, handlers still run and leases are still extended for up to
+// ShutdownTimeout, so retries end ShutdownTimeout and settleTimeout after that; and once every
+// handler has returned (stop), the extender stops too and retries end settleTimeout after that. So
+// a Redis that does not answer holds up Run's return by about settleTimeout and a call or two
+// beyond ShutdownTimeout.
 func (p *pool) mayRetry(first time.Time) bool {
-	if at := p.stopped(); !at.IsZero() {
-		return time.Since(at) < settleTimeout
+	limit := first.Add(p.w.cfg.Lease)
+	if ns := p.ctxEndAt.Load(); ns != 0 {
+		limit = minTime(limit, time.Unix(0, ns).Add(max(p.w.cfg.ShutdownTimeout, 0)+settleTimeout))
 	}
-	return time.Since(first) < p.w.cfg.Lease
-}
-
-// stopped returns when the pool began to stop, or the zero time while it runs. Run's context
-// ending starts it (noted the first time it is seen here), and so does stop.
-func (p *pool) stopped() time.Time {
 	if ns := p.stopAt.Load(); ns != 0 {
-		return time.Unix(0, ns)
+		limit = minTime(limit, time.Unix(0, ns).Add(settleTimeout))
 	}
-	select {
-	case <-p.stopping:
-		p.stop()
-		return time.Unix(0, p.stopAt.Load())
-	default:
-		return time.Time{}
-	}
+	return time.Now().Before(limit)
 }
 
-// stop notes that the pool is stopping: every handler has ended (the ack queue closes), and the
-// extender is about to stop, so held leases are no longer extended.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// noteCtxEnd notes that Run's context ended (mayRetry); Run calls it through context.AfterFunc.
+func (p *pool) noteCtxEnd() { p.ctxEndAt.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// stop notes that every handler has returned: the extender stops next, so held leases are no
+// longer extended (mayRetry).
 func (p *pool) stop() { p.stopAt.CompareAndSwap(0, time.Now().UnixNano()) }
 
 // transient says whether err, a failed call, may pass if the call is made again: a network error
@@ -120,8 +123,12 @@ func transient(err error) bool {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
-		for _, prefix := range []string{"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "BUSY "} {
-			if strings.HasPrefix(rerr.Error(), prefix) {
+		// Redis before 7 reports an error of a command inside a script within its own
+		// ("ERR Error running script … -READONLY …"), hence the "-" form too.
+		msg := rerr.Error()
+		for _, code := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM",
+			"NOREPLICAS", "MOVED", "ASK"} {
+			if strings.HasPrefix(msg, code+" ") || strings.Contains(msg, "-"+code+" ") {
 				return true
 			}
 		}
@@ -319,15 +326,17 @@ func (p *pool) newJob(d *engine.Delivery, eng *engine.Engine, handlerCtx context
 	return j
 }
 
-// handBackWaiting hands back the units waiting in units for a handler, all in one call per shard:
+// handBackWaiting hands back the units waiting in units for a handler (Run's, or RunOnce's once
+// its context ended), all in one call per shard:
 // on a Redis that does not answer, every call waits for its timeout, and shutdown should not wait
 // for one per unit.
 func (p *pool) handBackWaiting(units chan []*job) {
 	var waiting []*job
 	for drained := false; !drained; {
 		select {
-		case u := <-units:
+		case u, ok := <-units:
 			waiting = append(waiting, u...)
+			drained = !ok // RunOnce's channel is closed: empty once ok is false
 		default:
 			drained = true
 		}

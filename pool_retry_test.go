@@ -28,6 +28,8 @@ func TestTransient(t *testing.T) {
 		{redisErr("READONLY You can't write against a read only replica."), true},
 		{redisErr("LOADING Redis is loading the dataset in memory"), true},
 		{redisErr("CLUSTERDOWN The cluster is down"), true},
+		{redisErr("ERR Error running script (call to f_0ab1): @user_script:12: -READONLY You can't write against a read only replica."), true},
+		{redisErr("OOM command not allowed when used memory > 'maxmemory'."), true},
 		{redisErr("ERR user_script:12: attempt to call a nil value"), false},
 		{fmt.Errorf("wrapped: %w", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value")), false},
 		{fmt.Errorf("%w: message 0: bad", engine.ErrInvalid), false},
@@ -39,39 +41,38 @@ func TestTransient(t *testing.T) {
 }
 
 // TestMayRetry: while the worker runs, a failed settling call is tried again for a Lease after
-// its first failure; once it stops, every call only until settleTimeout after the stop began.
+// its first failure; once Run's context has ended, until ShutdownTimeout and settleTimeout after
+// that (leases are extended while handlers may still run); once every handler has returned, until
+// settleTimeout after that.
 func TestMayRetry(t *testing.T) {
 	t.Parallel()
-	lease := 30 * time.Second
+	lease, grace := 30*time.Second, 20*time.Second
 	for _, tc := range []struct {
-		name     string
-		stopping bool          // Run's context ended
-		stopped  time.Duration // how long ago the pool began to stop (stop), 0: not
-		first    time.Duration // how long ago the call first failed
-		want     bool
+		name    string
+		ctxEnd  time.Duration // how long ago Run's context ended, 0: not
+		stopped time.Duration // how long ago every handler had returned (stop), 0: not
+		first   time.Duration // how long ago the call first failed
+		want    bool
 	}{
 		{name: "running, failed just now", first: time.Second, want: true},
 		{name: "running, failed a lease ago", first: lease, want: false},
-		{name: "stopped just now, failed long ago", stopped: time.Millisecond, first: 20 * time.Second, want: true},
-		{name: "stopped a settle timeout ago", stopped: settleTimeout, first: time.Second, want: false},
-		{name: "Run's context ended: the stop begins now", stopping: true, first: 20 * time.Second, want: true},
+		{name: "context ended 25 s ago, handlers may run: within the grace and 10 s", ctxEnd: 25 * time.Second, first: time.Second, want: true},
+		{name: "context ended past the grace and 10 s", ctxEnd: grace + settleTimeout, first: time.Second, want: false},
+		{name: "handlers returned just now, failed long ago", ctxEnd: 25 * time.Second, stopped: time.Millisecond, first: 20 * time.Second, want: true},
+		{name: "handlers returned 10 s ago", stopped: settleTimeout, first: time.Second, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ch := make(chan struct{})
-			if tc.stopping {
-				close(ch)
-			}
-			p := &pool{w: &Worker{cfg: WorkerConfig{Lease: lease}}, stopping: ch}
+			p := &pool{w: &Worker{cfg: WorkerConfig{Lease: lease, ShutdownTimeout: grace}}}
 			now := time.Now() // here: a parallel subtest may start long after its parent
+			if tc.ctxEnd > 0 {
+				p.ctxEndAt.Store(now.Add(-tc.ctxEnd).UnixNano())
+			}
 			if tc.stopped > 0 {
 				p.stopAt.Store(now.Add(-tc.stopped).UnixNano())
 			}
 			if got := p.mayRetry(now.Add(-tc.first)); got != tc.want {
 				t.Fatalf("mayRetry = %v, want %v", got, tc.want)
-			}
-			if tc.stopping && p.stopAt.Load() == 0 {
-				t.Fatal("the stop was not noted when Run's context was seen ended")
 			}
 		})
 	}

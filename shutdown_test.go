@@ -122,15 +122,8 @@ func TestShutdownHandsBackWhateverTheHandlerReturns(t *testing.T) {
 func TestShutdownHandsBackWaitingTasksInOneCall(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	q, calls := watchedQueue[int](t)
 	const total = 17 // one running, 16 waiting
-	var msgs []srq.Message[int]
-	for i := 0; i < total; i++ {
-		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: fmt.Sprint(i)}})
-	}
-	if _, err := q.PublishBatch(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
+	q, calls := watchedQueueOf(t, total)
 	var running atomic.Int32
 	h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
 		running.Add(1)
@@ -159,4 +152,63 @@ func TestShutdownHandsBackWaitingTasksInOneCall(t *testing.T) {
 	if n := calls.calls("reject"); n > 2 {
 		t.Fatalf("%d reject calls handed back %d tasks, want at most 2", n, total)
 	}
+}
+
+// TestRunOnceCancelledHandsBackInOneCall: when RunOnce's context ends, the fetched tasks no
+// handler has started go back in one reject call per shard, as in Run, not one per task.
+func TestRunOnceCancelledHandsBackInOneCall(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const total = 17 // one running, 16 waiting
+	q, calls := watchedQueueOf(t, total)
+	running := make(chan struct{}, 1)
+	h := srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		select {
+		case running <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 1, Prefetch: total - 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(runCtx)
+		done <- err
+	}()
+	<-running
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InFlight != 0 || st.Pending != total {
+		t.Fatalf("after RunOnce: %+v, want all %d pending again", st, total)
+	}
+	// The waiting tasks in one call, the running one in another, and perhaps one more the
+	// handler took before the rest were drained.
+	if n := calls.calls("reject"); n > 3 {
+		t.Fatalf("%d reject calls handed back %d tasks, want at most 3", n, total)
+	}
+}
+
+// watchedQueueOf returns a watched queue (watchedQueue) holding n unordered tasks, ids 0 to n-1.
+func watchedQueueOf(t *testing.T, n int) (*srq.Queue[int], *callWatch) {
+	t.Helper()
+	q, calls := watchedQueue[int](t)
+	var msgs []srq.Message[int]
+	for i := 0; i < n; i++ {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: fmt.Sprint(i)}})
+	}
+	if _, err := q.PublishBatch(testCtx(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	return q, calls
 }

@@ -164,6 +164,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		fetchersPerShard = 2
 	}
 	p := &pool{w: w, slots: slots, turn: make(chan struct{}, fetchersPerShard), acks: acks, stopping: ctx.Done(), base: base}
+	defer context.AfterFunc(ctx, p.noteCtxEnd)()
 
 	var handlers errgroup.Group
 	handlers.Go(func() error {
@@ -242,6 +243,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	defer stopAfter()
 	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: newAckQueue(),
 		stopping: ctx.Done(), base: base}
+	defer context.AfterFunc(ctx, p.noteCtxEnd)()
 	units := make(chan []*job, capacity)
 	for _, u := range p.group(ds, engs, handlerCtx) {
 		units <- u
@@ -255,7 +257,21 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	for i := 0; i < w.cfg.Concurrency; i++ {
 		handlers.Go(func() error { return p.handleLoop(units) })
 	}
+	// When ctx ends, the units no handler has taken go back in one call per shard, as in Run,
+	// rather than one call per unit from the handlers.
+	handlersDone := make(chan struct{})
+	handBacks := make(chan struct{})
+	go func() {
+		defer close(handBacks)
+		select {
+		case <-ctx.Done():
+			p.handBackWaiting(units)
+		case <-handlersDone:
+		}
+	}()
 	err := handlers.Wait()
+	close(handlersDone)
+	<-handBacks
 	p.stop()
 	p.acks.close()
 	stopLoops()
