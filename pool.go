@@ -44,7 +44,6 @@ type pool struct {
 	acks     *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
 	stopping <-chan struct{} // closed when Run's context ends
 	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
-	ctxEndAt atomic.Int64    // unix ns when Run's context ended (noteCtxEnd); 0 before
 	stopAt   atomic.Int64    // unix ns when every handler had returned (stop); 0 before
 }
 
@@ -83,32 +82,21 @@ func (p *pool) settleCall(base context.Context, call func(context.Context) error
 }
 
 // mayRetry says whether a call that settles held tasks and first failed at first may be tried
-// again. While the worker runs, for a Lease after that: the leases are extended meanwhile. Once
-// Run's context has ended, handlers still run and leases are still extended for up to
-// ShutdownTimeout, so retries end ShutdownTimeout and settleTimeout after that; and once every
-// handler has returned (stop), the extender stops too and retries end settleTimeout after that. So
-// a Redis that does not answer holds up Run's return by about settleTimeout and a call or two
-// beyond ShutdownTimeout.
+// again. The bound follows the leases: while any handler may still run, the extender extends the
+// held tasks' leases, so for a Lease after the first failure (also after Run's context ended, for
+// the hand-backs and the handlers finishing within ShutdownTimeout); once every handler has
+// returned (stop), the extender stops, and retries end settleTimeout after that. So a Redis that
+// does not answer holds up Run's return by up to about a Lease, beyond ShutdownTimeout when the
+// Lease is longer, and settleTimeout and a call or two after the handlers.
 func (p *pool) mayRetry(first time.Time) bool {
 	limit := first.Add(p.w.cfg.Lease)
-	if ns := p.ctxEndAt.Load(); ns != 0 {
-		limit = minTime(limit, time.Unix(0, ns).Add(max(p.w.cfg.ShutdownTimeout, 0)+settleTimeout))
-	}
 	if ns := p.stopAt.Load(); ns != 0 {
-		limit = minTime(limit, time.Unix(0, ns).Add(settleTimeout))
+		if stop := time.Unix(0, ns).Add(settleTimeout); stop.Before(limit) {
+			limit = stop
+		}
 	}
 	return time.Now().Before(limit)
 }
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// noteCtxEnd notes that Run's context ended (mayRetry); Run calls it through context.AfterFunc.
-func (p *pool) noteCtxEnd() { p.ctxEndAt.CompareAndSwap(0, time.Now().UnixNano()) }
 
 // stop notes that every handler has returned: the extender stops next, so held leases are no
 // longer extended (mayRetry).

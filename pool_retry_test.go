@@ -40,34 +40,28 @@ func TestTransient(t *testing.T) {
 	}
 }
 
-// TestMayRetry: while the worker runs, a failed settling call is tried again for a Lease after
-// its first failure; once Run's context has ended, until ShutdownTimeout and settleTimeout after
-// that (leases are extended while handlers may still run); once every handler has returned, until
-// settleTimeout after that.
+// TestMayRetry: a failed settling call is tried again for a Lease after its first failure while
+// any handler may run (the leases are extended), whether or not Run's context has ended; once every
+// handler has returned, until settleTimeout after that.
 func TestMayRetry(t *testing.T) {
 	t.Parallel()
-	lease, grace := 30*time.Second, 20*time.Second
+	lease := 30 * time.Second
 	for _, tc := range []struct {
 		name    string
-		ctxEnd  time.Duration // how long ago Run's context ended, 0: not
 		stopped time.Duration // how long ago every handler had returned (stop), 0: not
 		first   time.Duration // how long ago the call first failed
 		want    bool
 	}{
-		{name: "running, failed just now", first: time.Second, want: true},
-		{name: "running, failed a lease ago", first: lease, want: false},
-		{name: "context ended 25 s ago, handlers may run: within the grace and 10 s", ctxEnd: 25 * time.Second, first: time.Second, want: true},
-		{name: "context ended past the grace and 10 s", ctxEnd: grace + settleTimeout, first: time.Second, want: false},
-		{name: "handlers returned just now, failed long ago", ctxEnd: 25 * time.Second, stopped: time.Millisecond, first: 20 * time.Second, want: true},
+		{name: "handlers may run, failed just now", first: time.Second, want: true},
+		{name: "handlers may run, failed a lease ago", first: lease, want: false},
+		{name: "handlers returned just now, failed long ago", stopped: time.Millisecond, first: 20 * time.Second, want: true},
 		{name: "handlers returned 10 s ago", stopped: settleTimeout, first: time.Second, want: false},
+		{name: "handlers returned just now, failed a lease ago", stopped: time.Millisecond, first: lease, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := &pool{w: &Worker{cfg: WorkerConfig{Lease: lease, ShutdownTimeout: grace}}}
+			p := &pool{w: &Worker{cfg: WorkerConfig{Lease: lease}}}
 			now := time.Now() // here: a parallel subtest may start long after its parent
-			if tc.ctxEnd > 0 {
-				p.ctxEndAt.Store(now.Add(-tc.ctxEnd).UnixNano())
-			}
 			if tc.stopped > 0 {
 				p.stopAt.Store(now.Add(-tc.stopped).UnixNano())
 			}

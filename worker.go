@@ -164,7 +164,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		fetchersPerShard = 2
 	}
 	p := &pool{w: w, slots: slots, turn: make(chan struct{}, fetchersPerShard), acks: acks, stopping: ctx.Done(), base: base}
-	defer context.AfterFunc(ctx, p.noteCtxEnd)()
 
 	var handlers errgroup.Group
 	handlers.Go(func() error {
@@ -243,7 +242,6 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	defer stopAfter()
 	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: newAckQueue(),
 		stopping: ctx.Done(), base: base}
-	defer context.AfterFunc(ctx, p.noteCtxEnd)()
 	units := make(chan []*job, capacity)
 	for _, u := range p.group(ds, engs, handlerCtx) {
 		units <- u
