@@ -29,11 +29,6 @@ type job struct {
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 	freed  atomic.Bool // its slot went back: when its handler succeeded, or on release (freeSlot)
-
-	// ackFailed is when a call that carried the job's ack first failed (zero before): its ack is
-	// sent again until ackRetryWindow has passed since then (pool.ackFailed). Only the goroutine
-	// that took the job from the ack queue touches it.
-	ackFailed time.Time
 }
 
 // pool is one Run's machinery: the loops share the worker and these channels.
@@ -51,10 +46,10 @@ func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(base, settleTimeout)
 }
 
-// settleCall runs call, a Redis call that settles held tasks (a reject, a kill, a hand-back), each
-// time with its own settleTimeout, and when it fails in a way that may pass (transient: a
-// connection reset, a failover, a timeout) runs it again after a pause (ackRetryMin, doubling up
-// to ackRetryMax) while mayRetry allows. The tasks stay held meanwhile, their leases extended while
+// settleCall runs call, a Redis call that settles held tasks (an ack, a reject, a kill, a
+// hand-back), each time with its own settleTimeout, and when it fails in a way that may pass
+// (transient: a connection reset, a failover, a timeout) runs it again after a pause
+// (retryPauseMin, doubling up to retryPauseMax) while mayRetry allows. The tasks stay held meanwhile, their leases extended while
 // the worker runs, so a call that lands later is as good; one given up on leaves them to their
 // leases' expiry, which counts an attempt (unless QueueConfig.CrashIsNotAttempt) even for the tasks
 // of an ordered unit that never ran. A call that did land although its reply was lost is refused
@@ -76,10 +71,16 @@ func (p *pool) settleCall(base context.Context, call func(context.Context) error
 			return err
 		}
 		p.w.log.Warn("settling failed; trying again", "err", err)
-		pause = min(max(2*pause, ackRetryMin), ackRetryMax)
+		pause = min(max(2*pause, retryPauseMin), retryPauseMax)
 		time.Sleep(pause)
 	}
 }
+
+// The pauses between the tries of a failing settling call (settleCall).
+const (
+	retryPauseMin = 50 * time.Millisecond
+	retryPauseMax = time.Second
+)
 
 // mayRetry says whether a call that settles held tasks and first failed at first may be tried
 // again. The bound follows the leases: while any handler may still run, the extender extends the
@@ -277,12 +278,17 @@ func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.D
 		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
 	}
 	errs, ds, nextDue, err := eng.AckFetch(ctx, receipts(mine), w.consumer, n, w.cfg.Lease)
-	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	switch {
+	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		// Run's context ended before the call went out: the acks must still be sent.
 		p.ack(eng, mine)
 		return nil, 0, err
+	case err != nil && transient(err):
+		// The tasks are still held: the acker sends their acks again, with its pauses (ack).
+		p.acks.retry(mine)
+	default:
+		p.acked(mine, errs, err)
 	}
-	p.acked(mine, errs, err)
 	return ds, nextDue, err
 }
 
@@ -547,56 +553,51 @@ func (p *pool) logSettle(op string, j *job, err error, errs []error) {
 const maxAckBatch = 256
 
 // ackLoop acks the jobs no fetch takes along, whatever is queued (up to maxAckBatch) in one call.
-// After a call that failed it pauses before the next (ackRetryMin, doubling up to ackRetryMax), so
-// acks queued again (ackFailed) do not hammer a Redis that is failing. It ends when the queue is
-// closed and drained.
+// It ends when the queue is closed and drained.
 func (p *pool) ackLoop() error {
-	var pause time.Duration
 	for {
 		batch, ok := p.acks.next(maxAckBatch)
 		if !ok {
 			return nil
 		}
-		if p.ackShards(batch) {
-			pause = 0
-			continue
-		}
-		pause = min(max(2*pause, ackRetryMin), ackRetryMax)
-		time.Sleep(pause)
+		p.ackShards(batch)
 	}
 }
 
 // ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so
-// at once. It reports whether every call succeeded.
-func (p *pool) ackShards(batch []*job) bool {
+// at once.
+func (p *pool) ackShards(batch []*job) {
 	groups := byShard(batch)
 	if len(groups) == 1 {
 		for eng, group := range groups {
-			return p.ack(eng, group)
+			p.ack(eng, group)
 		}
+		return
 	}
 	var wg sync.WaitGroup
-	var failed atomic.Bool
 	for eng, group := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !p.ack(eng, group) {
-				failed.Store(true)
-			}
+			p.ack(eng, group)
 		}()
 	}
 	wg.Wait()
-	return !failed.Load()
 }
 
-// ack acks jobs of one shard in one call and releases them (see acked); it reports whether the
-// call succeeded.
-func (p *pool) ack(eng *engine.Engine, js []*job) bool {
-	ctx, cancel := p.settleCtx(p.base)
-	errs, err := eng.Ack(ctx, receipts(js))
-	cancel()
-	return p.acked(js, errs, err)
+// ack acks jobs of one shard in one call, sent again while it fails in a way that may pass
+// (settleCall: the tasks are still held and their leases extended, so an ack that lands later is
+// as good), and releases them. An ack given up on means the task runs again after its lease
+// expires, and with QueueConfig.CrashIsNotAttempt false that uses an attempt, dead-lettering a
+// task on its last one though its handler succeeded. An ack that landed although its reply was
+// lost is refused the second time, which is harmless.
+func (p *pool) ack(eng *engine.Engine, js []*job) {
+	var errs []error
+	err := p.settleCall(p.base, func(ctx context.Context) (err error) {
+		errs, err = eng.Ack(ctx, receipts(js))
+		return err
+	})
+	p.acked(js, errs, err)
 }
 
 // receipts returns the receipts of js.
@@ -608,55 +609,16 @@ func receipts(js []*job) []engine.Receipt {
 	return rs
 }
 
-// acked logs what an ack of js answered (errs, one per job) and releases them, or, when the call
-// failed (err), queues their acks again (ackFailed). It reports whether the call succeeded.
-func (p *pool) acked(js []*job, errs []error, err error) bool {
+// acked logs what an ack of js answered (errs, one per job, or err for the call) and releases them.
+func (p *pool) acked(js []*job, errs []error, err error) {
 	if err != nil {
-		p.ackFailed(js, err)
-		return false
+		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(js), "err", err)
 	}
 	for i, j := range js {
-		if errs[i] != nil {
+		if err == nil && errs[i] != nil {
 			p.w.log.Info("ack refused: the lease was lost", "task", j.d.ID, "err", errs[i])
 		}
 		p.release(j)
-	}
-	return true
-}
-
-// The calls that settle held tasks (acks, rejects, kills, hand-backs) are tried again after a
-// failure, after a pause that doubles from ackRetryMin to ackRetryMax while they keep failing, while
-// mayRetry allows.
-const (
-	ackRetryMin = 50 * time.Millisecond
-	ackRetryMax = time.Second
-)
-
-// ackFailed queues again the acks of js, whose call failed (a connection reset, a failover, a
-// timeout), while their leases may still hold: the tasks are still held, their leases extended,
-// so an ack that lands later is as good, and an ack given up on means the task runs again after its
-// lease expires (and with QueueConfig.CrashIsNotAttempt false that uses an attempt, dead-lettering a
-// task on its last one though its handler succeeded). A task acked twice is harmless: the second
-// is refused. Past the window, the job is released and its task returns when its lease expires.
-func (p *pool) ackFailed(js []*job, err error) {
-	now := time.Now()
-	var again []*job
-	for _, j := range js {
-		if j.ackFailed.IsZero() {
-			j.ackFailed = now
-		}
-		if transient(err) && p.mayRetry(j.ackFailed) {
-			again = append(again, j)
-			continue
-		}
-		p.release(j)
-	}
-	if len(again) < len(js) {
-		p.w.log.Error("ack failed; the tasks return when their leases expire", "tasks", len(js)-len(again), "err", err)
-	}
-	if len(again) > 0 {
-		p.w.log.Warn("ack failed; sending it again", "tasks", len(again), "err", err)
-		p.acks.retry(again)
 	}
 }
 

@@ -141,17 +141,8 @@ func TestShutdownHandsBackWaitingTasksInOneCall(t *testing.T) {
 		return running.Load() == 1 && st.InFlight == total
 	})
 	stop()
-	st, err := q.Engine().Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.InFlight != 0 || st.Pending != total {
-		t.Fatalf("after shutdown: %+v, want all %d pending again", st, total)
-	}
 	// The waiting tasks in one call, the running one in another.
-	if n := calls.calls("reject"); n > 2 {
-		t.Fatalf("%d reject calls handed back %d tasks, want at most 2", n, total)
-	}
+	assertHandedBack(t, q, calls, total, 2)
 }
 
 // TestRunOnceCancelledHandsBackInOneCall: when RunOnce's context ends, the fetched tasks no
@@ -185,17 +176,24 @@ func TestRunOnceCancelledHandsBackInOneCall(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	st, err := q.Engine().Stats(ctx)
+	// The waiting tasks in one call, the running one in another, and perhaps one more the
+	// handler took before the rest were drained.
+	assertHandedBack(t, q, calls, total, 3)
+}
+
+// assertHandedBack checks that all total tasks of q are pending again, none leased, handed back
+// by at most maxCalls reject calls.
+func assertHandedBack(t *testing.T, q *srq.Queue[int], calls *callWatch, total int64, maxCalls int) {
+	t.Helper()
+	st, err := q.Engine().Stats(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.InFlight != 0 || st.Pending != total {
-		t.Fatalf("after RunOnce: %+v, want all %d pending again", st, total)
+		t.Fatalf("after the stop: %+v, want all %d pending again", st, total)
 	}
-	// The waiting tasks in one call, the running one in another, and perhaps one more the
-	// handler took before the rest were drained.
-	if n := calls.calls("reject"); n > 3 {
-		t.Fatalf("%d reject calls handed back %d tasks, want at most 3", n, total)
+	if n := calls.calls("reject"); n > maxCalls {
+		t.Fatalf("%d reject calls handed back %d tasks, want at most %d", n, total, maxCalls)
 	}
 }
 
