@@ -114,7 +114,7 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.scriptKeys()}
+	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys()}
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
 	return e, nil

@@ -124,8 +124,9 @@ func (k Keys) Held(p partition.Key) string { return k.base + "l:" + string(p) }
 // name; it expires once that state no longer matters.
 func (k Keys) RateLimit(name string) string { return k.base + "rl:" + name }
 
-// scriptKeys are the KEYS every script gets, in the order lua/includes/common.lua expects.
-func (k Keys) scriptKeys() []string {
+// ScriptKeys returns the KEYS every script gets, in the order lua/includes/common.lua expects (a
+// new slice on each call).
+func (k Keys) ScriptKeys() []string {
 	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
 		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
 }

@@ -109,8 +109,8 @@ func TestKeysNames(t *testing.T) {
 	}
 	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
 		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
-	if got := k.scriptKeys(); !slices.Equal(got, want) {
-		t.Errorf("scriptKeys() = %q, want %q (the order common.lua expects)", got, want)
+	if got := k.ScriptKeys(); !slices.Equal(got, want) {
+		t.Errorf("ScriptKeys() = %q, want %q (the order common.lua expects)", got, want)
 	}
 }
 

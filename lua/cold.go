@@ -31,14 +31,7 @@ var helperLine = regexp.MustCompile(`(?m)^local function `)
 // coldNames returns the helpers a script's @cold lines name. It fails for a name that is no
 // helper of the script's includes: a typo would otherwise leave the helper made on every call.
 func coldNames(script string, includes [][]chunk) (map[string]bool, error) {
-	helpers := map[string]bool{}
-	for _, inc := range includes {
-		for _, c := range inc {
-			if c.name != "" {
-				helpers[c.name] = true
-			}
-		}
-	}
+	helpers := keepAll(includes) // every helper of the includes
 	cold := map[string]bool{}
 	for _, m := range coldLine.FindAllStringSubmatch(script, -1) {
 		for _, name := range strings.Fields(m[1]) {

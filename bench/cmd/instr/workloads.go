@@ -326,9 +326,7 @@ func definitionsWorkload(name string) runFunc {
 		if err != nil {
 			return 0, err
 		}
-		// In common.lua's order, as the engine passes them.
-		keys := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(),
-			k.Ctl(), k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
+		keys := k.ScriptKeys()
 		script := redis.NewScript(src)
 		step := func() error { return script.Run(ctx, c, keys, k.Base()).Err() }
 		return measured(calls, 1, step, control)
