@@ -36,7 +36,7 @@ func coldNames(script string, includes [][]chunk) (map[string]bool, error) {
 	for _, m := range coldLine.FindAllStringSubmatch(script, -1) {
 		for _, name := range strings.Fields(m[1]) {
 			if !helpers[name] {
-				return nil, fmt.Errorf("lua: @cold names %q, which no include defines", name)
+				return nil, fmt.Errorf("@cold names %q, which no include defines", name)
 			}
 			cold[name] = true
 		}
