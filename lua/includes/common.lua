@@ -352,29 +352,32 @@ local function level_gone(p, level)
   end
 end
 
--- earliest is the smallest available-at among the heads of p's priority levels; nil when p has
--- nothing pending. Cost: one ZRANGE per priority level in use, plus levels_of.
+-- earliest is the smallest available-at among the heads of p's priority levels, and that score as
+-- Redis wrote it (see pick); nil when p has nothing pending. Cost: one ZRANGE per priority level in
+-- use, plus levels_of.
 local function earliest(p)
   local levels = levels_of(p)
-  local e
+  local e, e_s
   for i = 1, #levels do
     local head = redis.call('ZRANGE', k_pending(p, levels[i]), '0', '0', 'WITHSCORES')
     local s = tonumber(head[2])
-    if s and (not e or s < e) then e = s end
+    if s and (not e or s < e) then e, e_s = s, head[2] end
   end
-  return e
+  return e, e_s
 end
 
 -- pick returns the task p serves next at time now: the head of the highest priority level whose
 -- head is available (a delayed head of a higher level holds nothing back), as its member, level,
--- pending key and the score of the task behind it in that level (nil if none). levels, highest
--- first, may be passed when already read.
+-- pending key and the score of the task behind it in that level (nil if none), also as Redis wrote
+-- it: scores are whole ms, which Redis writes as plain digits, so that string goes back to Redis as
+-- it is (head_is) instead of being formatted again (int). levels, highest first, may be passed when
+-- already read.
 local function pick(p, now, levels)
   levels = levels or levels_of(p)
   for i = 1, #levels do
     local kp = k_pending(p, levels[i])
     local head = redis.call('ZRANGE', kp, '0', '1', 'WITHSCORES')
-    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i], kp, tonumber(head[4]) end
+    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i], kp, tonumber(head[4]), head[4] end
   end
   return nil
 end
@@ -432,7 +435,7 @@ end
 -- p's earliest available-at is now when the script knows it exactly (a number), or false when it
 -- must be read again (earliest) because a pending task left p without the script knowing what
 -- comes next.
-local ix_parts, ix_delta, ix_low, ix_head = {}, {}, {}, {}
+local ix_parts, ix_delta, ix_low, ix_head, ix_head_s = {}, {}, {}, {}, {}
 
 local function ix_touch(p)
   if ix_delta[p] == nil then ix_delta[p] = 0; ix_parts[#ix_parts + 1] = p end
@@ -451,10 +454,11 @@ local function head_lower(p, t)
 end
 
 -- head_is notes that p's earliest pending available-at is t now (nil: p has none left), or false:
--- unknown, read it again at the end.
-local function head_is(p, t)
+-- unknown, read it again at the end. t_s, when given, is t as Redis wrote it (pick).
+local function head_is(p, t, t_s)
   ix_touch(p)
   ix_head[p] = t
+  ix_head_s[p] = t_s
   ix_low[p] = nil
 end
 
@@ -505,14 +509,14 @@ local function index_flush()
     if counts[i] <= 0 then
       gone[#gone + 1] = p
     else
-      local h = ix_head[p]
+      local h, h_s = ix_head[p], ix_head_s[p]
       if h == false then
-        h = earliest(p) -- reads every change, additions included
+        h, h_s = earliest(p) -- reads every change, additions included
       elseif h and ix_low[p] and ix_low[p] < h then
-        h = ix_low[p]
+        h, h_s = ix_low[p], nil
       end
       if h then
-        exact[#exact + 1] = int(h); exact[#exact + 1] = p
+        exact[#exact + 1] = h_s or int(h); exact[#exact + 1] = p
       elseif ix_low[p] then
         low[#low + 1] = int(ix_low[p]); low[#low + 1] = p
       end

@@ -102,21 +102,21 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
         place(p, now)
       else
         local levels = levels_of(p)
-        local member, level, kp, next_score = pick(p, now, levels)
+        local member, level, kp, next_score, next_s = pick(p, now, levels)
         if not member then
           redis.call('ZREM', K_READY, p)
           place(p, now)
         elseif is_ordered(p) then
           take(p, member, level, kp, next_score, true)
           -- With one level, the task behind the one taken is p's new head.
-          if #levels == 1 then head_is(p, next_score) else head_is(p, false) end
+          if #levels == 1 then head_is(p, next_score, next_s) else head_is(p, false) end
           ready_del(p) -- held by this consumer until its leased tasks end
           held[#held + 1] = p
         else
           take(p, member, level, kp, next_score, limit)
-          local e = next_score
-          if #levels > 1 then e = earliest(p) end
-          head_is(p, e)
+          local e, e_s = next_score, next_s
+          if #levels > 1 then e, e_s = earliest(p) end
+          head_is(p, e, e_s)
           if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
           if not e then
             ready_del(p)
