@@ -25,7 +25,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	for _, ordered := range []bool{false, true} {
 		b.Run(fmt.Sprintf("ordered=%v", ordered), func(b *testing.B) {
 			q := newTypedQueue(b)
-			runWorker(b, q, 8, 0, func(ctx context.Context) { publishTyped(ctx, b, q, b.N, 1000, ordered) })
+			runWorker(b, q, srq.WorkerConfig{Concurrency: 8}, 0, func(ctx context.Context) { publishTyped(ctx, b, q, b.N, 1000, ordered) })
 		})
 	}
 }
@@ -44,8 +44,30 @@ func BenchmarkConsumeWorker(b *testing.B) {
 		b.Run(h.name, func(b *testing.B) {
 			q := newTypedQueue(b)
 			publishTyped(context.Background(), b, q, b.N, 100, false)
-			runWorker(b, q, 8, h.sleep, nil)
+			runWorker(b, q, srq.WorkerConfig{Concurrency: 8}, h.sleep, nil)
 		})
+	}
+}
+
+// BenchmarkConsumeWorkerPrefetch is BenchmarkConsumeWorker with 8 handlers and Prefetch 8 (the
+// default), 32 and 56, the handlers returning at once or after 200µs: how much fewer, larger
+// fetches gain when handlers are fast (docs/worker.md, "Throughput"). The worker keeps two fetches
+// in flight, each for at least half of Concurrency + Prefetch, so Prefetch sets the size of a
+// call: 8, 20 and 32 tasks. Prefetch 32 holds 40 tasks at most, as ConsumeParallel/consumers-8's
+// 8 consumers of 5 do.
+func BenchmarkConsumeWorkerPrefetch(b *testing.B) {
+	for _, sleep := range []time.Duration{0, 200 * time.Microsecond} {
+		for _, prefetch := range []int{8, 32, 56} {
+			name := fmt.Sprintf("handler-0/prefetch-%d", prefetch)
+			if sleep > 0 {
+				name = fmt.Sprintf("handler-%v/prefetch-%d", sleep, prefetch)
+			}
+			b.Run(name, func(b *testing.B) {
+				q := newTypedQueue(b)
+				publishTyped(context.Background(), b, q, b.N, 100, false)
+				runWorker(b, q, srq.WorkerConfig{Concurrency: 8, Prefetch: prefetch}, sleep, nil)
+			})
+		}
 	}
 }
 
@@ -74,10 +96,10 @@ func publishTyped(ctx context.Context, b *testing.B, q *srq.Queue[payload], n, p
 	}
 }
 
-// runWorker times a worker with concurrency handlers, each sleeping for sleep (0: not at all), until
-// it has processed b.N tasks, running publish (if not nil) beside it, and reports tasks/s and the
-// Redis cost per task.
-func runWorker(b *testing.B, q *srq.Queue[payload], concurrency int, sleep time.Duration, publish func(context.Context)) {
+// runWorker times a worker of cfg (its Logger discards) whose handlers each sleep for sleep (0:
+// not at all), until it has processed b.N tasks, running publish (if not nil) beside it, and
+// reports tasks/s and the Redis cost per task.
+func runWorker(b *testing.B, q *srq.Queue[payload], cfg srq.WorkerConfig, sleep time.Duration, publish func(context.Context)) {
 	c := q.Engine().Client()
 	var done atomic.Int64
 	all := make(chan struct{})
@@ -91,8 +113,8 @@ func runWorker(b *testing.B, q *srq.Queue[payload], concurrency int, sleep time.
 		}
 		return nil
 	})
-	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: concurrency,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := srq.NewWorker(q, h, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
