@@ -40,6 +40,7 @@ type pool struct {
 	stopping <-chan struct{} // closed when Run's context ends
 	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
 	stopAt   atomic.Int64    // unix ns when every handler had returned (stop); 0 before
+	running  atomic.Int32    // handlers running now (call), not counting settling calls
 }
 
 func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
@@ -404,6 +405,8 @@ func (p *pool) runUnit(u []*job) {
 
 // call runs the middleware-wrapped handler, turning a panic in middleware into a *PanicError.
 func (p *pool) call(j *job) (err error) {
+	p.running.Add(1)
+	defer p.running.Add(-1)
 	defer recoverPanic(&err)
 	return p.w.work(j.ctx, j.d)
 }

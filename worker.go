@@ -202,7 +202,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-handlersDone:
 		case <-t.C:
-			w.log.Warn("shutdown timeout: cancelling running handlers", "timeout", w.cfg.ShutdownTimeout)
+			// Handlers that returned may still be settling their tasks (a reject, a hand-back),
+			// which takes long only when Redis does: say which of the two holds shutdown up.
+			if n := p.running.Load(); n > 0 {
+				w.log.Warn("shutdown timeout: cancelling running handlers", "timeout", w.cfg.ShutdownTimeout, "running", n)
+			} else {
+				w.log.Warn("shutdown timeout: no handler running; waiting for Redis to settle their tasks",
+					"timeout", w.cfg.ShutdownTimeout)
+			}
 			stopHandlers(ErrShutdown)
 		}
 		return nil

@@ -235,15 +235,21 @@ type failScripts struct {
 
 func newFailScripts(t *testing.T, left int, scripts ...string) *failScripts {
 	t.Helper()
-	h := &failScripts{shas: map[string]bool{}, left: left}
+	return &failScripts{shas: scriptSHAs(t, scripts...), left: left}
+}
+
+// scriptSHAs returns the set of the SHA1s under which the engine sends the named scripts.
+func scriptSHAs(t *testing.T, scripts ...string) map[string]bool {
+	t.Helper()
+	shas := map[string]bool{}
 	for _, name := range scripts {
 		src, err := lua.Source(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.shas[lua.SHA1(src)] = true
+		shas[lua.SHA1(src)] = true
 	}
-	return h
+	return shas
 }
 
 func (h *failScripts) failNext(cmd redis.Cmder) bool {

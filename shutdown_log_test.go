@@ -1,0 +1,151 @@
+package srq_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+)
+
+// TestShutdownTimeoutSaysWhatItWaitsFor: when ShutdownTimeout passes, the warning names what holds
+// Run up: a handler still running, or, once every handler has returned, the calls that settle
+// their tasks, here a hand-back that Redis does not answer. It used to say "cancelling running
+// handlers" in both cases, which sends an operator looking for a stuck handler when Redis is slow.
+func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		handlerRuns bool // the handler runs until shutdown cuts it off; else it returns at the stop
+		want        string
+	}{
+		{"a handler still runs", true, "shutdown timeout: cancelling running handlers"},
+		{"only a hand-back", false, "shutdown timeout: no handler running; waiting for Redis to settle their tasks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, c := newQueue[int](t, srq.QueueConfig{})
+			held := newHoldScripts(t, "reject")
+			c.AddHook(held)
+			t.Cleanup(held.release) // also when the test fails before it releases them
+			var msgs []srq.Message[int]
+			for i := range 3 {
+				msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: fmt.Sprint(i)}})
+			}
+			if _, err := q.PublishBatch(testCtx(t), msgs); err != nil {
+				t.Fatal(err)
+			}
+			var started atomic.Int32
+			stopped := make(chan struct{})
+			h := srq.HandlerFunc[int](func(ctx context.Context, _ *srq.Task[int]) error {
+				started.Add(1)
+				if tc.handlerRuns {
+					<-ctx.Done() // cut off by the shutdown timeout
+					return ctx.Err()
+				}
+				<-stopped // returns right after Run's context ended
+				return nil
+			})
+			logs := &logRecorder{}
+			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 1, Prefetch: 2,
+				ShutdownTimeout: 50 * time.Millisecond, Logger: slog.New(logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			waitFor(t, "a running handler and two tasks prefetched", func() bool {
+				st, _ := q.Engine().Stats(testCtx(t))
+				return started.Load() == 1 && st.InFlight == 3
+			})
+			cancel()
+			close(stopped)
+			// The prefetched tasks' hand-back is held in Redis until the warning is out.
+			waitFor(t, "the shutdown timeout's warning", func() bool { return logs.has("shutdown timeout:") })
+			held.release()
+			if err := <-ran; err != nil {
+				t.Fatal(err)
+			}
+			if got := logs.messages("shutdown timeout:"); len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("logged %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// logRecorder is a slog.Handler that keeps the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+
+// messages returns the messages logged that begin with prefix.
+func (r *logRecorder) messages(prefix string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		if strings.HasPrefix(m, prefix) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (r *logRecorder) has(prefix string) bool { return len(r.messages(prefix)) > 0 }
+
+// holdScripts is a go-redis hook that holds the calls of some scripts until release, as a Redis
+// that does not answer them would.
+type holdScripts struct {
+	shas map[string]bool
+	gate chan struct{}
+	once sync.Once
+}
+
+func newHoldScripts(t *testing.T, scripts ...string) *holdScripts {
+	t.Helper()
+	return &holdScripts{shas: scriptSHAs(t, scripts...), gate: make(chan struct{})}
+}
+
+// release lets the held calls and every later one through.
+func (h *holdScripts) release() { h.once.Do(func() { close(h.gate) }) }
+
+func (h *holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "evalsha") && h.shas[fmt.Sprint(cmd.Args()[1])] {
+			select {
+			case <-h.gate:
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
