@@ -33,14 +33,14 @@ type job struct {
 
 // pool is one Run's machinery: the loops share the worker and these channels.
 type pool struct {
-	w        *Worker
-	slots    chan struct{}   // one per task the worker may hold, fetched or running
-	turn     chan struct{}   // a token per fetch that may be taking slots and fetching at once (1, or 2 on one shard)
-	acks     *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
-	stopping <-chan struct{} // closed when Run's context ends
-	base     context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
-	stopAt   atomic.Int64    // unix ns when every handler had returned (stop); 0 before
-	running  atomic.Int32    // handlers running now (call), not counting settling calls
+	w         *Worker
+	slots     chan struct{}   // one per task the worker may hold, fetched or running
+	turn      chan struct{}   // a token per fetch that may be taking slots and fetching at once (1, or 2 on one shard)
+	acks      *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
+	stopping  <-chan struct{} // closed when Run's context ends
+	base      context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
+	stopAt    atomic.Int64    // unix ns when every handler had returned (stop); 0 before
+	inHandler atomic.Int32    // handlers running now (call), not counting their settling calls
 }
 
 func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
@@ -405,8 +405,8 @@ func (p *pool) runUnit(u []*job) {
 
 // call runs the middleware-wrapped handler, turning a panic in middleware into a *PanicError.
 func (p *pool) call(j *job) (err error) {
-	p.running.Add(1)
-	defer p.running.Add(-1)
+	p.inHandler.Add(1)
+	defer p.inHandler.Add(-1)
 	defer recoverPanic(&err)
 	return p.w.work(j.ctx, j.d)
 }

@@ -2,6 +2,7 @@ package srq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -17,17 +18,22 @@ import (
 
 // TestShutdownTimeoutSaysWhatItWaitsFor: when ShutdownTimeout passes, the warning names what holds
 // Run up: a handler still running, or, once every handler has returned, the calls that settle
-// their tasks, here a hand-back that Redis does not answer. It used to say "cancelling running
+// their tasks, here a hand-back (and a reject) that Redis does not answer. It used to say "cancelling running
 // handlers" in both cases, which sends an operator looking for a stuck handler when Redis is slow.
 func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 	t.Parallel()
+	const settling = "shutdown timeout: no handler running; waiting for Redis to settle their tasks"
 	for _, tc := range []struct {
-		name        string
-		handlerRuns bool // the handler runs until shutdown cuts it off; else it returns at the stop
-		want        string
+		name string
+		// What the running handler does: runs until shutdown cuts it off ("run"), or returns at
+		// the stop, nil ("ack") or an error, which rejects its task ("reject").
+		handler string
+		timeout time.Duration // short when the handler runs on; else time enough for it to return
+		want    string
 	}{
-		{"a handler still runs", true, "shutdown timeout: cancelling running handlers"},
-		{"only a hand-back", false, "shutdown timeout: no handler running; waiting for Redis to settle their tasks"},
+		{"a handler still runs", "run", 50 * time.Millisecond, "shutdown timeout: cancelling running handlers"},
+		{"only a hand-back", "ack", time.Second, settling},
+		{"a hand-back and the handler's reject", "reject", time.Second, settling},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -46,16 +52,20 @@ func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 			stopped := make(chan struct{})
 			h := srq.HandlerFunc[int](func(ctx context.Context, _ *srq.Task[int]) error {
 				started.Add(1)
-				if tc.handlerRuns {
+				switch tc.handler {
+				case "run":
 					<-ctx.Done() // cut off by the shutdown timeout
 					return ctx.Err()
+				case "reject":
+					<-stopped // returns right after Run's context ended; the reject is held
+					return errors.New("failed")
 				}
-				<-stopped // returns right after Run's context ended
+				<-stopped
 				return nil
 			})
 			logs := &logRecorder{}
 			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 1, Prefetch: 2,
-				ShutdownTimeout: 50 * time.Millisecond, Logger: slog.New(logs)})
+				ShutdownTimeout: tc.timeout, Logger: slog.New(logs)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,8 +82,13 @@ func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 			// The prefetched tasks' hand-back is held in Redis until the warning is out.
 			waitFor(t, "the shutdown timeout's warning", func() bool { return logs.has("shutdown timeout:") })
 			held.release()
-			if err := <-ran; err != nil {
-				t.Fatal(err)
+			select {
+			case err := <-ran:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("Run did not return")
 			}
 			if got := logs.messages("shutdown timeout:"); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("logged %q, want %q", got, tc.want)

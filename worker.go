@@ -24,10 +24,10 @@ type WorkerConfig struct {
 	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default equal to
 	// Concurrency; negative: none. Tasks whose handler succeeded and that wait only for their
 	// batched ack count against neither Concurrency nor Prefetch. Concurrency plus Prefetch may be
-	// at most engine.MaxFetch. A busy worker's calls carry about half of Concurrency plus Prefetch
-	// each, so with fast handlers a larger Prefetch means fewer, larger calls and more tasks a second
-	// (docs/worker.md, "Throughput"); the tasks it holds wait in this worker, and for their leases to
-	// expire if its process dies.
+	// at most engine.MaxFetch. On a queue of one shard, with handlers faster than a round trip, the
+	// worker's calls carry about half of Concurrency plus Prefetch each, so a larger Prefetch means
+	// fewer, larger calls and more tasks a second (docs/worker.md, "Throughput"); the tasks it holds
+	// wait in this worker, and for their leases to expire if its process dies.
 	Prefetch int
 	// Lease is how long a fetched task stays leased without an extension; the worker extends the
 	// leases of its tasks every Lease/3. Default 30s; at least 30ms.
@@ -204,7 +204,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-t.C:
 			// Handlers that returned may still be settling their tasks (a reject, a hand-back),
 			// which takes long only when Redis does: say which of the two holds shutdown up.
-			if n := p.running.Load(); n > 0 {
+			if n := p.inHandler.Load(); n > 0 {
 				w.log.Warn("shutdown timeout: cancelling running handlers", "timeout", w.cfg.ShutdownTimeout, "running", n)
 			} else {
 				w.log.Warn("shutdown timeout: no handler running; waiting for Redis to settle their tasks",

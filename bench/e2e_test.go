@@ -51,10 +51,10 @@ func BenchmarkConsumeWorker(b *testing.B) {
 
 // BenchmarkConsumeWorkerPrefetch is BenchmarkConsumeWorker with 8 handlers and Prefetch 8 (the
 // default), 32 and 56, the handlers returning at once or after 200µs: how much fewer, larger
-// fetches gain when handlers are fast (docs/worker.md, "Throughput"). The worker keeps two fetches
-// in flight, each for at least half of Concurrency + Prefetch, so Prefetch sets the size of a
-// call: 8, 20 and 32 tasks. Prefetch 32 holds 40 tasks at most, as ConsumeParallel/consumers-8's
-// 8 consumers of 5 do.
+// fetches gain (docs/worker.md, "Throughput"). The worker keeps two fetches in flight, the second
+// waiting for half of Concurrency + Prefetch, so with handlers that return at once Prefetch sets
+// the size of a call: 8, 20 and 32 tasks. Prefetch 32 holds 40 tasks at most, as
+// ConsumeParallel/consumers-8's 8 consumers of 5 do.
 func BenchmarkConsumeWorkerPrefetch(b *testing.B) {
 	for _, sleep := range []time.Duration{0, 200 * time.Microsecond} {
 		for _, prefetch := range []int{8, 32, 56} {

@@ -369,9 +369,9 @@ end
 -- pick returns the task p serves next at time now: the head of the highest priority level whose
 -- head is available (a delayed head of a higher level holds nothing back), as its member, level,
 -- pending key and the score of the task behind it in that level (nil if none), also as Redis wrote
--- it: scores are whole ms, which Redis writes as plain digits, so that string goes back to Redis as
--- it is (head_is) instead of being formatted again (int). levels, highest first, may be passed when
--- already read.
+-- it: whatever form Redis replies in ('1700000000000' from Redis, '1.7e+12' from the embedded one)
+-- parses back to the same double, so that string goes back to Redis as it is (head_is) instead of
+-- being formatted again (int). levels, highest first, may be passed when already read.
 local function pick(p, now, levels)
   levels = levels or levels_of(p)
   for i = 1, #levels do
