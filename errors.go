@@ -26,14 +26,20 @@ var (
 	// handler did not finish within the shutdown timeout. The task is handed back, not counted as
 	// an attempt.
 	ErrShutdown = errors.New("srq: worker shut down")
+	// ErrRunning is returned by Worker.Run and RunOnce when the worker is running already: a
+	// Worker runs one Run or RunOnce at a time.
+	ErrRunning = errors.New("srq: worker is already running")
 )
 
 // RejectError is a handler error that returns the task to its queue: an unordered task becomes
 // available again after Delay; an ordered task keeps its place and its whole partition waits
 // Delay. Build it with Reject, RejectWithDelay or Snooze.
 type RejectError struct {
+	// Delay is how long the task (an ordered one's whole partition) waits before it is available
+	// again; 0: at once.
 	Delay time.Duration
-	Err   error
+	// Err is the handler's reason, kept as the task's last error; nil for a plain Snooze.
+	Err error
 	// NotAttempt makes this delivery not count as an attempt (Snooze).
 	NotAttempt bool
 }
@@ -55,6 +61,7 @@ func Snooze(d time.Duration) error {
 	return &RejectError{Delay: max(d, 0), NotAttempt: true}
 }
 
+// Error says that the task was rejected or snoozed, for how long, and why.
 func (e *RejectError) Error() string {
 	if e.NotAttempt && e.Err == nil {
 		return fmt.Sprintf("srq: snoozed for %v", e.Delay)
@@ -65,15 +72,20 @@ func (e *RejectError) Error() string {
 	return fmt.Sprintf("srq: rejected, retry after %v: %v", e.Delay, e.Err)
 }
 
+// Unwrap returns the handler's reason, so errors.Is and errors.As see through the rejection.
 func (e *RejectError) Unwrap() error { return e.Err }
 
 // PermanentError is a handler error that sends the task to the dead letters at once, whatever
 // attempts it has left. Build it with Permanent.
-type PermanentError struct{ Err error }
+type PermanentError struct {
+	// Err is the handler's reason, kept as the dead letter's error.
+	Err error
+}
 
 // Permanent returns an error that dead-letters the task now: retrying cannot help.
 func Permanent(err error) error { return &PermanentError{Err: err} }
 
+// Error says that the task failed for good, and why.
 func (e *PermanentError) Error() string {
 	if e.Err == nil {
 		return "srq: permanent failure"
@@ -81,6 +93,7 @@ func (e *PermanentError) Error() string {
 	return "srq: permanent failure: " + e.Err.Error()
 }
 
+// Unwrap returns the handler's reason.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // PanicError is what a handler's panic becomes: the panic value and the goroutine's stack. It is
@@ -90,6 +103,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error says that the handler panicked, with the panic value (the stack is in Stack).
 func (e *PanicError) Error() string { return fmt.Sprintf("srq: handler panic: %v", e.Value) }
 
 // Unwrap returns the panic value when it is an error.

@@ -88,7 +88,12 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 		return shards.publish(ctx, p.Messages)
 	})
 	for i := len(cfg.PublishMiddleware) - 1; i >= 0; i-- {
-		publish = cfg.PublishMiddleware[i](publish)
+		if cfg.PublishMiddleware[i] == nil {
+			return nil, fmt.Errorf("%w: PublishMiddleware %d is nil", ErrInvalid, i)
+		}
+		if publish = cfg.PublishMiddleware[i](publish); publish == nil {
+			return nil, fmt.Errorf("%w: PublishMiddleware %d returned a nil PublishFunc", ErrInvalid, i)
+		}
 	}
 	return &Queue[T]{shards: shards, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
 		maxAttempts: maxAttempts, publish: publish}, nil
@@ -162,8 +167,11 @@ func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (Publish
 	return res[0], nil
 }
 
-// PublishBatch publishes msgs in one round trip and reports per message what happened. When any
-// message is invalid or cannot be encoded, it fails and writes nothing.
+// PublishBatch publishes msgs in one round trip (one per shard they go to) and reports per message
+// what happened. When any message is invalid (ErrInvalid) or cannot be encoded, it fails and writes
+// nothing. It fails with ctx's error when ctx ends before the call is sent, with an error wrapping
+// ErrShardCount when the queue is registered with another shard count, and with Redis's or ctx's
+// error during the call, after which the messages may or may not exist.
 func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]PublishResult, error) {
 	ems := make([]engine.Message, len(msgs))
 	for i, m := range msgs {
@@ -185,5 +193,10 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]Publi
 		ems[i] = engine.Message{ID: m.Opts.ID, Partition: key, Priority: m.Opts.Priority, Delay: m.Opts.Delay,
 			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload}
 	}
-	return q.publish(ctx, &Publishing{Queue: q.name, Messages: ems})
+	res, err := q.publish(ctx, &Publishing{Queue: q.name, Messages: ems})
+	if err == nil && len(res) != len(msgs) {
+		// A publish middleware broke its contract; Publish would index past the results.
+		return nil, fmt.Errorf("srq: publish returned %d results for %d messages (a PublishMiddleware?)", len(res), len(msgs))
+	}
+	return res, err
 }

@@ -1,6 +1,7 @@
 package srq
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -10,15 +11,25 @@ import (
 type RetryPolicy func(attempt int, err error) time.Duration
 
 // ExponentialBackoff returns a policy that waits base, 2×base, 4×base, … up to limit, each wait
-// spread by ±20% jitter so failed tasks do not return in lockstep.
+// spread by ±20% jitter so failed tasks do not return in lockstep. A negative base is taken as 0
+// (every retry at once), and a limit below base as base.
 func ExponentialBackoff(base, limit time.Duration) RetryPolicy {
+	base = max(base, 0)
+	limit = max(limit, base)
 	return func(attempt int, _ error) time.Duration {
 		d := base
-		for i := 1; i < attempt && d < limit; i++ {
+		for i := 1; i < attempt && d > 0 && d < limit; i++ {
+			if d > limit/2 { // doubling would pass limit, or overflow near the largest Duration
+				d = limit
+				break
+			}
 			d *= 2
 		}
 		d = min(d, limit)
 		jitter := time.Duration(float64(d) * 0.2 * (2*rand.Float64() - 1))
+		if jitter > 0 && d > math.MaxInt64-jitter {
+			return math.MaxInt64
+		}
 		return max(d+jitter, 0)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,7 +95,7 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	switch {
 	case cfg.Concurrency < 1:
 		return nil, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
-	case cfg.Concurrency+cfg.Prefetch > engine.MaxFetch:
+	case cfg.Concurrency > engine.MaxFetch || cfg.Prefetch > engine.MaxFetch-cfg.Concurrency: // no overflow
 		// One fetch asks for every free slot: it must stay a fetch the engine accepts.
 		return nil, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
 			ErrInvalid, cfg.Concurrency, cfg.Prefetch, engine.MaxFetch)
@@ -102,6 +103,8 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
 	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
 		return nil, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
+	case slices.ContainsFunc(cfg.Middleware, func(m Middleware) bool { return m == nil }):
+		return nil, fmt.Errorf("%w: a nil Middleware", ErrInvalid)
 	}
 	codec := q.codec
 	// The handler's panics are recovered here, innermost, so middleware sees them as errors; the
@@ -115,7 +118,9 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		return h.Handle(ctx, &Task[T]{Value: v, Delivery: d})
 	})
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
-		work = cfg.Middleware[i](work)
+		if work = cfg.Middleware[i](work); work == nil {
+			return nil, fmt.Errorf("%w: Middleware %d returned a nil WorkFunc", ErrInvalid, i)
+		}
 	}
 	return &Worker{shards: q.shards, queue: q.name, work: work, cfg: cfg, consumer: cfg.ConsumerID,
 		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[*job]struct{}{}}, nil
@@ -130,11 +135,11 @@ func defaultConsumerID() string {
 // fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
 // rest and hands their tasks back, and flushes its acks. It returns nil after a graceful shutdown,
 // once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
-// fails at once if the worker is already running, and with an error wrapping ErrShardCount when
-// the queue is registered with another shard count.
+// fails at once with ErrRunning if the worker is already running, and with an error wrapping
+// ErrShardCount when the queue is registered with another shard count.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
-		return errors.New("srq: worker is already running")
+		return ErrRunning
 	}
 	defer w.running.Store(false)
 	if err := w.register(ctx); err != nil {
@@ -227,10 +232,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // Concurrency handlers at once, settles them and returns how many it fetched (when ctx ends, the
 // tasks not yet run are handed back unrun). It does not wait for
 // work and runs no recovery; leases are extended while handlers run. It suits tests, and jobs run
-// from a scheduler. It fails if the worker is running, or with the fetch's error.
+// from a scheduler. It fails with ErrRunning if the worker is running, or with the fetch's error.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if !w.running.CompareAndSwap(false, true) {
-		return 0, errors.New("srq: worker is already running")
+		return 0, ErrRunning
 	}
 	defer w.running.Store(false)
 

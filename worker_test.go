@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,7 +398,7 @@ func TestTaskHeldAgainWhileItsOldHandlerRuns(t *testing.T) {
 }
 
 // TestWorkerConfigRefused: NewWorker refuses a configuration whose fetch of every free slot the
-// engine would refuse, before anything runs.
+// engine would refuse, or that would fail later (a nil middleware), before anything runs.
 func TestWorkerConfigRefused(t *testing.T) {
 	t.Parallel()
 	q, _ := newQueue[order](t, srq.QueueConfig{})
@@ -406,7 +407,10 @@ func TestWorkerConfigRefused(t *testing.T) {
 		{Concurrency: -1},
 		{Lease: time.Millisecond},
 		{Concurrency: engine.MaxFetch + 1, Prefetch: -1},
-		{Concurrency: engine.MaxFetch/2 + 1}, // Prefetch defaults to Concurrency
+		{Concurrency: engine.MaxFetch/2 + 1},    // Prefetch defaults to Concurrency
+		{Concurrency: 1, Prefetch: math.MaxInt}, // the sum overflows: Run would panic making the slots
+		{Middleware: []srq.Middleware{nil}},
+		{Middleware: []srq.Middleware{func(srq.WorkFunc) srq.WorkFunc { return nil }}},
 	} {
 		if _, err := srq.NewWorker(q, h, cfg); !errors.Is(err, srq.ErrInvalid) {
 			t.Errorf("NewWorker with %+v: %v, want ErrInvalid", cfg, err)

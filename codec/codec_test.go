@@ -56,6 +56,9 @@ func TestDecodeErrors(t *testing.T) {
 		{codec.JSON{}, []byte(`{} {}`), new(event)},
 		{codec.JSON{DisallowUnknownFields: true}, []byte(`{"nope":1}`), new(event)},
 		{codec.Raw{}, []byte("x"), new(string)},
+		{codec.Raw{}, []byte("x"), (*[]byte)(nil)},
+		{codec.JSON{}, []byte("{}"), (*event)(nil)},
+		{codec.MsgPack{}, []byte{0x80}, (*event)(nil)},
 	}
 	for _, tc := range cases {
 		if err := tc.c.Unmarshal(tc.data, tc.into); !errors.Is(err, codec.ErrDecode) {

@@ -27,11 +27,12 @@ func (Raw) Marshal(v any) ([]byte, error) {
 	return nil, fmt.Errorf("srq/codec: raw codec encodes only []byte, not %T", v)
 }
 
-// Unmarshal copies data into v, which must be a *[]byte.
+// Unmarshal copies data into v, which must be a non-nil *[]byte. It fails with an error wrapping
+// ErrDecode for any other v.
 func (Raw) Unmarshal(data []byte, v any) error {
 	b, ok := v.(*[]byte)
-	if !ok {
-		return decodeError("raw", fmt.Errorf("raw codec decodes only into *[]byte, not %T", v))
+	if !ok || b == nil {
+		return decodeError("raw", fmt.Errorf("raw codec decodes only into a non-nil *[]byte, not %T(%v)", v, v))
 	}
 	*b = append((*b)[:0], data...)
 	return nil

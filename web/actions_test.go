@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/srqueue/srq/engine"
 )
 
 func TestRequeueAndPurge(t *testing.T) {
@@ -259,16 +261,24 @@ func TestAuthHook(t *testing.T) {
 	}
 }
 
+// TestConfigChecks: NewHandler and NewMetrics refuse bad arguments with errors that match
+// ErrInvalid, as every constructor of the library does.
 func TestConfigChecks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	for _, cfg := range []Config{{RefreshInterval: -1}, {PageSize: -1}, {CSRFSecret: []byte("short")}} {
-		if _, err := NewHandler(b.in, cfg); err == nil {
-			t.Errorf("NewHandler(%+v) succeeded", cfg)
+		if _, err := NewHandler(b.in, cfg); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("NewHandler(%+v): %v, want ErrInvalid", cfg, err)
 		}
 	}
-	if _, err := NewHandler(nil, Config{}); err == nil {
-		t.Error("NewHandler(nil) succeeded")
+	if _, err := NewHandler(nil, Config{}); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("NewHandler(nil): %v, want ErrInvalid", err)
+	}
+	if _, err := NewMetrics(nil, MetricsConfig{}); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("NewMetrics(nil): %v, want ErrInvalid", err)
+	}
+	if _, err := NewMetrics(b.in, MetricsConfig{ScrapeTimeout: -1}); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("NewMetrics with a negative ScrapeTimeout: %v, want ErrInvalid", err)
 	}
 	cfg, err := Config{RefreshInterval: time.Millisecond}.withDefaults()
 	if err != nil || cfg.RefreshInterval != minRefreshInterval || cfg.PageSize != DefaultPageSize || cfg.TokenTTL != DefaultTokenTTL {

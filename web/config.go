@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 )
 
@@ -66,7 +67,7 @@ type Config struct {
 // interval, a negative page size or TTL, a short CSRF secret or a malformed trusted origin.
 func (c Config) withDefaults() (Config, error) {
 	if c.RefreshInterval < 0 || c.PageSize < 0 || c.TokenTTL < 0 {
-		return c, fmt.Errorf("srq web: negative RefreshInterval, PageSize or TokenTTL")
+		return c, fmt.Errorf("srq web: %w: negative RefreshInterval, PageSize or TokenTTL", engine.ErrInvalid)
 	}
 	c.RefreshInterval = max(cmp.Or(c.RefreshInterval, DefaultRefreshInterval), minRefreshInterval)
 	c.PageSize = min(cmp.Or(c.PageSize, DefaultPageSize), MaxPageSize)
@@ -75,7 +76,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	if c.CSRFSecret != nil && len(c.CSRFSecret) < 32 {
-		return c, fmt.Errorf("srq web: CSRFSecret has %d bytes, want at least 32", len(c.CSRFSecret))
+		return c, fmt.Errorf("srq web: %w: CSRFSecret has %d bytes, want at least 32", engine.ErrInvalid, len(c.CSRFSecret))
 	}
 	return c, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 )
 
@@ -41,10 +42,10 @@ type handler struct {
 // tasks in flight (GET /inflight), its dead letters (GET /dead) and one task (GET /task), plus
 // the JSON the chart polls (GET /api/stats). Mutations are POST only, need a CSRF token from a
 // page and a same-origin request, and are refused with 403 in read-only mode. NewHandler fails
-// for a nil inspector or an invalid cfg.
+// with an error wrapping engine.ErrInvalid (srq.ErrInvalid) for a nil inspector or an invalid cfg.
 func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	if in == nil {
-		return nil, errors.New("srq web: nil inspector")
+		return nil, fmt.Errorf("srq web: %w: nil inspector", engine.ErrInvalid)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

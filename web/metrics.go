@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 )
 
@@ -67,15 +68,16 @@ type Metrics struct {
 	handler  http.Handler
 }
 
-// NewMetrics builds the endpoint over in. It fails for a nil inspector, a negative timeout, or
-// when the exporter or an instrument cannot be created or registered (such as a Registry that
-// already holds the srq metrics).
+// NewMetrics builds the endpoint over in. It fails with an error wrapping engine.ErrInvalid for a
+// nil inspector or a negative timeout, and with OpenTelemetry's error when the exporter or an
+// instrument cannot be created or registered (such as a Registry that already holds the srq
+// metrics).
 func NewMetrics(in *inspect.Inspector, cfg MetricsConfig) (*Metrics, error) {
 	if in == nil {
-		return nil, errors.New("srq web: nil inspector")
+		return nil, fmt.Errorf("srq web: %w: nil inspector", engine.ErrInvalid)
 	}
 	if cfg.ScrapeTimeout < 0 {
-		return nil, fmt.Errorf("srq web: negative ScrapeTimeout %v", cfg.ScrapeTimeout)
+		return nil, fmt.Errorf("srq web: %w: negative ScrapeTimeout %v", engine.ErrInvalid, cfg.ScrapeTimeout)
 	}
 	timeout := cmp.Or(cfg.ScrapeTimeout, DefaultScrapeTimeout)
 	registry := cfg.Registry
@@ -89,7 +91,10 @@ func NewMetrics(in *inspect.Inspector, cfg MetricsConfig) (*Metrics, error) {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	reg, err := registerQueueGauges(provider.Meter("github.com/srqueue/srq/web"), in, cfg.Queues, timeout)
 	if err != nil {
-		_ = provider.Shutdown(context.WithoutCancel(context.TODO()))
+		// NewMetrics has no caller's context to pass, and none is needed: shutting down a pull
+		// reader that was never read from only marks it, so the collector registered with
+		// registry serves nothing, and neither blocks nor talks to anything.
+		_ = provider.Shutdown(context.Background())
 		return nil, err
 	}
 	return &Metrics{provider: provider, reg: reg,

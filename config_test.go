@@ -1,0 +1,72 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/srqueue/srq"
+)
+
+// TestPublishMiddlewareRefused: NewQueue refuses a nil publish middleware, and one that returns a
+// nil PublishFunc, which would otherwise panic at the first publish.
+func TestPublishMiddlewareRefused(t *testing.T) {
+	t.Parallel()
+	_, c := newQueue[int](t, srq.QueueConfig{})
+	for name, mw := range map[string]srq.PublishMiddleware{
+		"nil":                nil,
+		"returns a nil func": func(srq.PublishFunc) srq.PublishFunc { return nil },
+	} {
+		_, err := srq.NewQueue[int](c, srq.QueueConfig{Name: "q", PublishMiddleware: []srq.PublishMiddleware{mw}})
+		if !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// TestPublishMiddlewareWithoutResults: a publish middleware that returns no results and no error
+// makes Publish and PublishBatch fail, instead of Publish indexing past the results.
+func TestPublishMiddlewareWithoutResults(t *testing.T) {
+	t.Parallel()
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	swallow := func(srq.PublishFunc) srq.PublishFunc {
+		return func(context.Context, *srq.Publishing) ([]srq.PublishResult, error) { return nil, nil }
+	}
+	q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: q.Name(), PublishMiddleware: []srq.PublishMiddleware{swallow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Publish(testCtx(t), 1, nil); err == nil {
+		t.Fatal("Publish through a middleware that returned no results: no error")
+	}
+	if _, err := q.PublishBatch(testCtx(t), []srq.Message[int]{{Value: 1}, {Value: 2}}); err == nil {
+		t.Fatal("PublishBatch through a middleware that returned no results: no error")
+	}
+}
+
+// TestRunTwiceFailsWithErrRunning: a worker runs one Run or RunOnce at a time; a second fails at
+// once with ErrRunning and leaves the first running.
+func TestRunTwiceFailsWithErrRunning(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	handled := make(chan struct{}, 1)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+		handled <- struct{}{}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	defer stop()
+	if _, err := q.Publish(testCtx(t), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-handled // Run is running
+	if _, err := w.RunOnce(testCtx(t)); !errors.Is(err, srq.ErrRunning) {
+		t.Fatalf("RunOnce while Run runs: %v, want ErrRunning", err)
+	}
+	if err := w.Run(testCtx(t)); !errors.Is(err, srq.ErrRunning) {
+		t.Fatalf("a second Run: %v, want ErrRunning", err)
+	}
+}
