@@ -11,12 +11,18 @@ import (
 
 // Logging logs one line per delivery with log/slog: at Debug when the task succeeded, at Info when
 // it was handed back (rejected, snoozed, retried), at Warn when it failed for good (permanent).
-// The line carries the queue, task id, partition, attempt, duration and error.
+// The line carries the queue, task id, partition, attempt, duration and error. A nil logger means
+// slog.Default(), looked up for every delivery so that a later slog.SetDefault applies. Logging
+// does not fail: it returns the error it got from the handler unchanged.
 func Logging(logger *slog.Logger) srq.Middleware {
 	return func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
 			start := time.Now()
 			err := next(ctx, d)
+			l := logger
+			if l == nil {
+				l = slog.Default()
+			}
 			level, msg := slog.LevelDebug, "task done"
 			var rej *srq.RejectError
 			var perm *srq.PermanentError
@@ -29,7 +35,7 @@ func Logging(logger *slog.Logger) srq.Middleware {
 			default:
 				level, msg = slog.LevelInfo, "task failed"
 			}
-			if logger.Enabled(ctx, level) {
+			if l.Enabled(ctx, level) {
 				attrs := []slog.Attr{slog.String("queue", d.Queue), slog.String("task", d.ID),
 					slog.String("partition", string(d.Partition)), slog.Int("attempt", d.Attempt),
 					slog.Duration("took", time.Since(start))}
@@ -39,7 +45,7 @@ func Logging(logger *slog.Logger) srq.Middleware {
 				if err != nil {
 					attrs = append(attrs, slog.Any("err", err))
 				}
-				logger.LogAttrs(ctx, level, msg, attrs...)
+				l.LogAttrs(ctx, level, msg, attrs...)
 			}
 			return err
 		}
