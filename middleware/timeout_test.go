@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,5 +30,29 @@ func TestTimeout(t *testing.T) {
 	})(parent, &srq.Delivery{})
 	if !errors.Is(err, srq.ErrLeaseLost) {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestTimeoutNotPositiveIsNoDeadline: Timeout(0) and Timeout(-1s) run the handler with the
+// context it got, with no deadline (they used to end it at once, failing every task).
+func TestTimeoutNotPositiveIsNoDeadline(t *testing.T) {
+	t.Parallel()
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "parent")
+	for _, d := range []time.Duration{0, -time.Second} {
+		ran := false
+		err := middleware.Timeout(d)(func(ctx context.Context, _ *srq.Delivery) error {
+			ran = true
+			if ctx != parent {
+				return errors.New("the handler got a context other than its parent")
+			}
+			if dl, ok := ctx.Deadline(); ok {
+				return fmt.Errorf("deadline %v", dl)
+			}
+			return ctx.Err()
+		})(parent, &srq.Delivery{})
+		if !ran || err != nil {
+			t.Errorf("Timeout(%v): ran %v, err %v", d, ran, err)
+		}
 	}
 }
