@@ -115,3 +115,31 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// noEngine is a source that has no engine to give.
+type noEngine struct{}
+
+func (noEngine) Engine() *engine.Engine { return nil }
+
+// TestRateLimitNilSource: RateLimit fails with srq.ErrInvalid, rather than panicking, for a nil
+// source, a typed nil queue, and a source without an engine.
+func TestRateLimitNilSource(t *testing.T) {
+	t.Parallel()
+	cfg := middleware.RateLimitConfig{PerQueue: engine.Rate{Limit: 1, Per: time.Second}}
+	for name, q := range map[string]middleware.EngineSource{
+		"nil":                nil,
+		"(*srq.Queue)(nil)":  (*srq.Queue[int])(nil),
+		"Engine returns nil": noEngine{},
+	} {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("%s: panic %v", name, v)
+				}
+			}()
+			if mw, err := middleware.RateLimit(q, cfg); !errors.Is(err, srq.ErrInvalid) || mw != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}()
+	}
+}
