@@ -20,9 +20,14 @@ const instrumentationName = "github.com/srqueue/srq"
 // OTelConfig configures the OpenTelemetry middleware. Zero values mean the global providers and
 // propagator (go.opentelemetry.io/otel).
 type OTelConfig struct {
+	// TracerProvider makes the publish and process spans. Default otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
-	MeterProvider  metricProvider
-	Propagator     propagation.TextMapPropagator
+	// MeterProvider makes the metrics' instruments. Default otel.GetMeterProvider().
+	MeterProvider metricProvider
+	// Propagator carries a publish's trace context in the task's headers to its handler. Default
+	// otel.GetTextMapPropagator(), which carries nothing until the application sets one
+	// (otel.SetTextMapPropagator): without it each handler's span starts a trace of its own.
+	Propagator propagation.TextMapPropagator
 }
 
 func (c OTelConfig) tracer() trace.Tracer {
