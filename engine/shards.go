@@ -43,17 +43,33 @@ func ValidateQueueName(name string) error {
 // does it, puts shard i's tag in the i-th of n equal ranges of the 16,384 Redis Cluster slots. A
 // cluster created with its slots split evenly over M masters (as redis-cli --cluster create does)
 // so gets n/M shards on each master when n is a multiple of M, instead of a random spread.
+//
+// It panics, as an index out of range does, when n is outside [1, MaxShards] or i outside [0, n):
+// no shard has such a name.
 func ShardQueue(queue string, n, i int) string {
-	if n <= 1 {
+	checkShard(n, i)
+	if n == 1 {
 		return queue
 	}
 	lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n
 	base := queue + ShardSeparator + strconv.Itoa(i) + "."
+	// Every range holds at least clusterSlots/MaxShards = 16 slots, and CRC16 spreads the names
+	// evenly: a k is found after about clusterSlots/(hi-lo) tries.
 	for k := 0; ; k++ {
 		name := base + strconv.Itoa(k)
 		if slot := clusterSlot(name); slot >= lo && slot < hi {
 			return name
 		}
+	}
+}
+
+// checkShard panics unless n is a shard count, in [1, MaxShards], and i a shard of it.
+func checkShard(n, i int) {
+	if n < 1 || n > MaxShards {
+		panic(fmt.Sprintf("srq: shard count %d is outside [1, %d]", n, MaxShards))
+	}
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("srq: shard %d is outside [0, %d)", i, n))
 	}
 }
 
@@ -77,9 +93,11 @@ func clusterSlot(tag string) int {
 }
 
 // ShardOf returns the shard, in [0, n), that partition p lives in: a stable hash (FNV-1a) of the
-// key, so every task of a partition goes to one shard and keeps its order.
+// key, so every task of a partition goes to one shard and keeps its order. It panics, as
+// rand.Intn does, when n is outside [1, MaxShards].
 func ShardOf(p partition.Key, n int) int {
-	if n <= 1 {
+	checkShard(n, 0)
+	if n == 1 {
 		return 0
 	}
 	h := fnv.New32a()

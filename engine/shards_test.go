@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/internal/redistest"
@@ -57,6 +59,59 @@ func TestShardOfSpreads(t *testing.T) {
 		if c < keys/n*9/10 || c > keys/n*11/10 {
 			t.Fatalf("shard %d got %d of %d keys: %v", i, c, keys, counts)
 		}
+	}
+}
+
+// panicOf runs f and returns what it panicked with, "" when it returned; it fails t when f is
+// still running after 10 s, as a search that never ends would be.
+func panicOf(t *testing.T, f func()) string {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Sprint(r)
+				return
+			}
+			done <- ""
+		}()
+		f()
+	}()
+	select {
+	case msg := <-done:
+		return msg
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running after 10s")
+		return ""
+	}
+}
+
+// TestShardQueueAndShardOfCheckInputs: a shard outside [0, n) or a count outside [1, MaxShards]
+// panics with a message saying so, where ShardQueue searched for ever (no slot range for shard
+// n, or for most shards of more than 16,384) and ShardOf answered shard 0 of no shards.
+func TestShardQueueAndShardOfCheckInputs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ n, i int }{
+		{4, 4}, {4, -1}, {20000, 0}, {engine.MaxShards + 1, 0}, {math.MaxInt, 0}, {0, 0}, {-1, 0}, {1, 1}, {1, -1},
+	} {
+		if msg := panicOf(t, func() { engine.ShardQueue("q", c.n, c.i) }); !strings.Contains(msg, "outside") {
+			t.Errorf("ShardQueue(q, %d, %d) panicked with %q, want a message saying what is outside its range", c.n, c.i, msg)
+		}
+	}
+	for _, n := range []int{0, -1, engine.MaxShards + 1, math.MinInt} {
+		if msg := panicOf(t, func() { engine.ShardOf("p", n) }); !strings.Contains(msg, "outside") {
+			t.Errorf("ShardOf(p, %d) panicked with %q, want a message saying the count is outside its range", n, msg)
+		}
+	}
+	// The limits themselves are accepted.
+	if got := engine.ShardQueue("q", engine.MaxShards, engine.MaxShards-1); !strings.HasPrefix(got, fmt.Sprintf("q#%d.", engine.MaxShards-1)) {
+		t.Errorf("last shard of MaxShards is named %q", got)
+	}
+	if s := engine.ShardOf("p", 1); s != 0 {
+		t.Errorf("ShardOf(p, 1) = %d", s)
+	}
+	if s := engine.ShardOf("p", engine.MaxShards); s < 0 || s >= engine.MaxShards {
+		t.Errorf("ShardOf(p, MaxShards) = %d", s)
 	}
 }
 
