@@ -111,7 +111,8 @@ func RegistryKey(prefix string) string { return prefix + ":queues" }
 
 // RegisterQueue records that queue, under prefix, is split into shards shards, unless it is
 // registered already. It fails with an error wrapping ErrShardCount when the queue is registered
-// with another count, with ErrInvalid for a bad name or count, and with Redis's error.
+// with another count, with ErrInvalid for a bad name or count or an invalid count stored for the
+// queue (see QueueShards), and with the context's or Redis's error.
 func RegisterQueue(ctx context.Context, client redis.UniversalClient, prefix, queue string, shards int) error {
 	if err := ValidateQueueName(queue); err != nil {
 		return err
@@ -130,9 +131,13 @@ func RegisterQueue(ctx context.Context, client redis.UniversalClient, prefix, qu
 	if set {
 		return nil
 	}
-	got, err := client.HGet(ctx, key, queue).Int()
+	v, err := client.HGet(ctx, key, queue).Result()
 	if err != nil {
 		return fmt.Errorf("srq: register queue %q: %w", queue, err)
+	}
+	got, err := shardCount(prefix, queue, v)
+	if err != nil {
+		return err
 	}
 	if got != shards {
 		return fmt.Errorf("%w: queue %q has %d shards, the configuration says %d; "+
@@ -141,14 +146,36 @@ func RegisterQueue(ctx context.Context, client redis.UniversalClient, prefix, qu
 	return nil
 }
 
+// shardCount reads v, the shard count the registry of prefix holds for queue. It fails with
+// ErrInvalid unless v is a number in [1, MaxShards]: no client of this package writes another,
+// and reading the queue with it would find its tasks in the wrong shards, or in none.
+func shardCount(prefix, queue, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err == nil && n >= 1 && n <= MaxShards {
+		return n, nil
+	}
+	shown := v
+	if len(shown) > 32 {
+		shown = shown[:32] + "..."
+	}
+	return 0, invalidf("queue %q has an invalid shard count %q stored in %s (want a number in [1, %d])",
+		queue, shown, RegistryKey(prefix), MaxShards)
+}
+
 // QueueInfo names a registered queue.
 type QueueInfo struct {
 	Name   string
 	Shards int
+	// Err is set, and Shards is 0, when the shard count stored for the queue is invalid (see
+	// QueueShards): it wraps ErrInvalid and says what is stored. Every call on the queue that
+	// reads its shard count fails with it.
+	Err error
 }
 
 // Queues returns the queues registered under prefix, sorted by name. Queues register when they
-// first publish or a worker starts on them. It fails with Redis's error.
+// first publish or a worker starts on them. A queue whose stored shard count is invalid is listed
+// with QueueInfo.Err set, so that one corrupt entry does not hide the others; the call itself
+// fails only with the context's or Redis's error.
 func Queues(ctx context.Context, client redis.UniversalClient, prefix string) ([]QueueInfo, error) {
 	m, err := client.HGetAll(ctx, RegistryKey(prefix)).Result()
 	if err != nil {
@@ -156,26 +183,24 @@ func Queues(ctx context.Context, client redis.UniversalClient, prefix string) ([
 	}
 	qs := make([]QueueInfo, 0, len(m))
 	for name, v := range m {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("srq: queue %q has a malformed shard count %q in %s", name, v, RegistryKey(prefix))
-		}
-		qs = append(qs, QueueInfo{Name: name, Shards: n})
+		n, err := shardCount(prefix, name, v)
+		qs = append(qs, QueueInfo{Name: name, Shards: n, Err: err})
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
 	return qs, nil
 }
 
 // QueueShards returns the shard count queue is registered with under prefix. It fails with
-// ErrQueueNotFound (which matches ErrNotFound) when the queue is not registered, and with Redis's
+// ErrQueueNotFound (which matches ErrNotFound) when the queue is not registered, with ErrInvalid
+// when the stored count is not a number in [1, MaxShards], and with the context's or Redis's
 // error.
 func QueueShards(ctx context.Context, client redis.UniversalClient, prefix, queue string) (int, error) {
-	n, err := client.HGet(ctx, RegistryKey(prefix), queue).Int()
+	v, err := client.HGet(ctx, RegistryKey(prefix), queue).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return 0, fmt.Errorf("%w: %q is not registered under prefix %q", ErrQueueNotFound, queue, prefix)
 	case err != nil:
 		return 0, fmt.Errorf("srq: look up queue %q: %w", queue, err)
 	}
-	return n, nil
+	return shardCount(prefix, queue, v)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,62 @@ func TestQueueShardsUnknownQueue(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "task") {
 		t.Fatalf("message %q talks about a task", err)
+	}
+}
+
+// TestRegistryRefusesInvalidShardCounts: a shard count in the registry that no client of this
+// package writes (below 1, above MaxShards, not a number) is refused with ErrInvalid by
+// QueueShards and RegisterQueue, and left as it is; Queues still lists every queue, the corrupt
+// ones with Err set, so one bad entry does not hide the others.
+func TestRegistryRefusesInvalidShardCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.Client(t)
+	prefix := "r" + redistest.Queue(t)
+	t.Cleanup(func() {
+		if err := redistest.DropKeys(context.Background(), c, prefix); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := engine.RegisterQueue(ctx, c, prefix, "good", engine.MaxShards); err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{"0", "-1", strconv.Itoa(engine.MaxShards + 1), "20000", "99999999999999999999", "x", "", " 2", "1.5"}
+	key := engine.RegistryKey(prefix)
+	for i, v := range bad {
+		if err := c.HSet(ctx, key, fmt.Sprintf("bad%d", i), v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, v := range bad {
+		q := fmt.Sprintf("bad%d", i)
+		n, err := engine.QueueShards(ctx, c, prefix, q)
+		if !errors.Is(err, engine.ErrInvalid) || n != 0 || !strings.Contains(err.Error(), "invalid shard count") {
+			t.Fatalf("QueueShards with %q stored = %d, %v; want ErrInvalid saying the count is invalid", v, n, err)
+		}
+		if err := engine.RegisterQueue(ctx, c, prefix, q, 1); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("RegisterQueue over %q stored: %v, want ErrInvalid", v, err)
+		}
+		if got, err := c.HGet(ctx, key, q).Result(); err != nil || got != v {
+			t.Fatalf("stored %q became %q (%v)", v, got, err)
+		}
+	}
+	qs, err := engine.Queues(ctx, c, prefix)
+	if err != nil {
+		t.Fatalf("Queues with corrupt entries: %v", err)
+	}
+	if len(qs) != len(bad)+1 {
+		t.Fatalf("Queues listed %d queues, want %d: %+v", len(qs), len(bad)+1, qs)
+	}
+	for i, q := range qs[:len(bad)] {
+		if q.Name != fmt.Sprintf("bad%d", i) || q.Shards != 0 || !errors.Is(q.Err, engine.ErrInvalid) {
+			t.Fatalf("corrupt entry %d listed as %+v", i, q)
+		}
+	}
+	if q := qs[len(bad)]; q != (engine.QueueInfo{Name: "good", Shards: engine.MaxShards}) {
+		t.Fatalf("good entry listed as %+v", q)
+	}
+	if n, err := engine.QueueShards(ctx, c, prefix, "good"); n != engine.MaxShards || err != nil {
+		t.Fatalf("QueueShards of a queue of MaxShards shards = %d, %v", n, err)
 	}
 }

@@ -13,5 +13,6 @@
 //	top, err := in.Partitions(ctx, "emails", inspect.PartitionQuery{By: inspect.ByDepth, Limit: 10})
 //
 // Errors wrap engine.ErrQueueNotFound (unknown queue; it matches engine.ErrNotFound too),
-// engine.ErrNotFound (unknown task) and engine.ErrInvalid (bad argument).
+// engine.ErrNotFound (unknown task) and engine.ErrInvalid (bad argument, or a queue whose shard
+// count stored in the registry is not a number in [1, engine.MaxShards]).
 package inspect

@@ -50,7 +50,9 @@ func (in *Inspector) Prefix() string { return in.prefix }
 
 // Queues returns the registered queues, sorted by name. A queue registers when it first publishes
 // or a worker starts on it; a queue used only through package engine is not listed, but every
-// other call finds it by name. It fails with Redis's error.
+// other call finds it by name. A queue whose stored shard count is invalid is listed with
+// QueueInfo.Err set (wrapping engine.ErrInvalid), and every other call on it fails with that error;
+// the other queues are listed as usual. It fails with the context's or Redis's error.
 func (in *Inspector) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 	qs, err := engine.Queues(ctx, in.client, in.prefix)
 	if err != nil {
@@ -60,8 +62,8 @@ func (in *Inspector) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 }
 
 // shards returns an engine per shard of queue. An unregistered queue counts as one shard when any
-// of its queue-wide keys exists. It fails with engine.ErrInvalid for a bad name, with
-// engine.ErrNotFound for an unknown queue, and with Redis's error.
+// of its queue-wide keys exists. It fails with engine.ErrInvalid for a bad name or an invalid shard
+// count stored for the queue, with engine.ErrNotFound for an unknown queue, and with Redis's error.
 func (in *Inspector) shards(ctx context.Context, queue string) ([]*engine.Engine, error) {
 	n, err := engine.QueueShards(ctx, in.client, in.prefix, queue)
 	if errors.Is(err, engine.ErrNotFound) {

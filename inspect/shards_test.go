@@ -1,8 +1,10 @@
 package inspect
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +161,58 @@ func TestTwoShards(t *testing.T) {
 	}
 	if !slices.ContainsFunc(s.Consumers, func(c Consumer) bool { return c.ID == "w5" }) {
 		t.Fatalf("consumers %+v", s.Consumers)
+	}
+}
+
+// TestCorruptShardCount: a queue whose shard count in the registry is invalid (0, negative, above
+// engine.MaxShards, not a number) is refused with engine.ErrInvalid by every call, at once: no
+// panic (0 indexed an empty list of shards, -1 made one of negative size) and no endless loop (a
+// count above the 16,384 cluster slots). Queues lists it with its error, beside the good queue.
+func TestCorruptShardCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	bad := []struct{ queue, count string }{{"zero", "0"}, {"negative", "-1"}, {"huge", "20000"}, {"text", "x"}}
+	for _, c := range bad {
+		if err := b.client.HSet(b.ctx, engine.RegistryKey(b.prefix), c.queue, c.count).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range bad {
+		q := c.queue
+		calls := []struct {
+			name string
+			call func() error
+		}{
+			{"Stats", func() error { _, err := b.in.Stats(b.ctx, q); return err }},
+			{"Partitions", func() error { _, err := b.in.Partitions(b.ctx, q, PartitionQuery{}); return err }},
+			{"Partition", func() error { _, err := b.in.Partition(b.ctx, q, "p"); return err }},
+			{"InFlight", func() error { _, err := b.in.InFlight(b.ctx, q, Page{}); return err }},
+			{"Task", func() error { _, err := b.in.Task(b.ctx, q, "t"); return err }},
+			{"DeadLetters", func() error { _, err := b.in.DeadLetters(b.ctx, q, DeadQuery{}); return err }},
+			{"RequeueDead", func() error { _, err := b.in.RequeueDead(b.ctx, q, DeadSelector{All: true}); return err }},
+			{"PurgeDead", func() error { _, err := b.in.PurgeDead(b.ctx, q, DeadSelector{All: true}); return err }},
+			{"PausePartition", func() error { return b.in.PausePartition(b.ctx, q, "p") }},
+			{"ResumePartition", func() error { return b.in.ResumePartition(b.ctx, q, "p") }},
+			{"PauseQueue", func() error { return b.in.PauseQueue(b.ctx, q) }},
+			{"ResumeQueue", func() error { return b.in.ResumeQueue(b.ctx, q) }},
+		}
+		for _, call := range calls {
+			if err := call.call(); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "invalid shard count") {
+				t.Fatalf("%s of a queue with %q shards: %v, want ErrInvalid saying the count is invalid", call.name, c.count, err)
+			}
+		}
+	}
+	qs, err := b.in.Queues(b.ctx)
+	if err != nil {
+		t.Fatalf("Queues with corrupt entries: %v", err)
+	}
+	if got := ids(qs, func(q engine.QueueInfo) string { return q.Name }); got != "huge,negative,q,text,zero" {
+		t.Fatalf("queues %q", got)
+	}
+	for _, q := range qs {
+		if ok := q.Name == b.queue; ok != (q.Err == nil) || ok != (q.Shards == 1) ||
+			(q.Err != nil && !errors.Is(q.Err, engine.ErrInvalid)) {
+			t.Fatalf("queue listed as %+v", q)
+		}
 	}
 }
