@@ -111,9 +111,12 @@ func RegistryKey(prefix string) string { return prefix + ":queues" }
 
 // RegisterQueue records that queue, under prefix, is split into shards shards, unless it is
 // registered already. It fails with an error wrapping ErrShardCount when the queue is registered
-// with another count, with ErrInvalid for a bad name or count or an invalid count stored for the
-// queue (see QueueShards), and with the context's or Redis's error.
+// with another count, with ErrInvalid for a nil client, a bad name or count, or an invalid count
+// stored for the queue (see QueueShards), and with the context's or Redis's error.
 func RegisterQueue(ctx context.Context, client redis.UniversalClient, prefix, queue string, shards int) error {
+	if isNilClient(client) {
+		return invalidf("nil redis client")
+	}
 	if err := ValidateQueueName(queue); err != nil {
 		return err
 	}
@@ -175,8 +178,11 @@ type QueueInfo struct {
 // Queues returns the queues registered under prefix, sorted by name. Queues register when they
 // first publish or a worker starts on them. A queue whose stored shard count is invalid is listed
 // with QueueInfo.Err set, so that one corrupt entry does not hide the others; the call itself
-// fails only with the context's or Redis's error.
+// fails only with ErrInvalid for a nil client, and with the context's or Redis's error.
 func Queues(ctx context.Context, client redis.UniversalClient, prefix string) ([]QueueInfo, error) {
+	if isNilClient(client) {
+		return nil, invalidf("nil redis client")
+	}
 	m, err := client.HGetAll(ctx, RegistryKey(prefix)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("srq: list queues: %w", err)
@@ -192,9 +198,12 @@ func Queues(ctx context.Context, client redis.UniversalClient, prefix string) ([
 
 // QueueShards returns the shard count queue is registered with under prefix. It fails with
 // ErrQueueNotFound (which matches ErrNotFound) when the queue is not registered, with ErrInvalid
-// when the stored count is not a number in [1, MaxShards], and with the context's or Redis's
-// error.
+// for a nil client or when the stored count is not a number in [1, MaxShards], and with the
+// context's or Redis's error.
 func QueueShards(ctx context.Context, client redis.UniversalClient, prefix, queue string) (int, error) {
+	if isNilClient(client) {
+		return 0, invalidf("nil redis client")
+	}
 	v, err := client.HGet(ctx, RegistryKey(prefix), queue).Result()
 	switch {
 	case errors.Is(err, redis.Nil):

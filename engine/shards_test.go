@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/internal/redistest"
 	"github.com/srqueue/srq/partition"
@@ -184,5 +186,23 @@ func TestRegistryRefusesInvalidShardCounts(t *testing.T) {
 	}
 	if n, err := engine.QueueShards(ctx, c, prefix, "good"); n != engine.MaxShards || err != nil {
 		t.Fatalf("QueueShards of a queue of MaxShards shards = %d, %v", n, err)
+	}
+}
+
+// TestRegistryNilClient: the registry functions refuse a nil client, untyped or typed, with
+// ErrInvalid, as New does, instead of panicking on first use.
+func TestRegistryNilClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []redis.UniversalClient{nil, (*redis.Client)(nil), (*redis.ClusterClient)(nil), (*redis.Ring)(nil)} {
+		if err := engine.RegisterQueue(ctx, c, "srq", "q", 1); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("RegisterQueue(%T): %v, want ErrInvalid", c, err)
+		}
+		if qs, err := engine.Queues(ctx, c, "srq"); !errors.Is(err, engine.ErrInvalid) || qs != nil {
+			t.Errorf("Queues(%T) = %v, %v; want ErrInvalid", c, qs, err)
+		}
+		if n, err := engine.QueueShards(ctx, c, "srq", "q"); !errors.Is(err, engine.ErrInvalid) || n != 0 {
+			t.Errorf("QueueShards(%T) = %d, %v; want ErrInvalid", c, n, err)
+		}
 	}
 }
