@@ -227,7 +227,8 @@ type Lease struct {
 // ErrInvalid for a negative offset, a limit outside [1, MaxInspectPage] or offset+limit above
 // MaxInspectPage, and with Redis's error.
 func (e *Engine) InFlight(ctx context.Context, offset, limit int) ([]Lease, int64, error) {
-	if offset < 0 || limit < 1 || offset+limit > MaxInspectPage {
+	// offset is compared with MaxInspectPage-limit: offset+limit could overflow.
+	if offset < 0 || limit < 1 || limit > MaxInspectPage || offset > MaxInspectPage-limit {
 		return nil, 0, invalidf("in-flight page offset %d limit %d (offset+limit at most %d)", offset, limit, MaxInspectPage)
 	}
 	res, err := e.run(ctx, scriptInFlight, offset, limit)

@@ -267,6 +267,12 @@ func TestValidateArguments(t *testing.T) {
 		{"task id invalid utf8", func() error { _, err := b.eng.Task(b.ctx, "\xff"); return err }},
 		{"requeue empty id", func() error { _, err := b.eng.Requeue(b.ctx, []string{"a", ""}); return err }},
 		{"requeue invalid utf8", func() error { _, err := b.eng.Requeue(b.ctx, []string{"\xff"}); return err }},
+		{"in flight negative offset", func() error { _, _, err := b.eng.InFlight(b.ctx, -1, 1); return err }},
+		{"in flight zero limit", func() error { _, _, err := b.eng.InFlight(b.ctx, 0, 0); return err }},
+		{"in flight past MaxInspectPage", func() error { _, _, err := b.eng.InFlight(b.ctx, MaxInspectPage, 1); return err }},
+		// offset+limit wraps around to a negative number.
+		{"in flight offset MaxInt", func() error { _, _, err := b.eng.InFlight(b.ctx, math.MaxInt, 1); return err }},
+		{"in flight limit MaxInt", func() error { _, _, err := b.eng.InFlight(b.ctx, 1, math.MaxInt); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,6 +284,9 @@ func TestValidateArguments(t *testing.T) {
 	// The limits themselves are accepted.
 	if _, err := b.eng.DeadLetters(b.ctx, 0, 10000); err != nil {
 		t.Fatalf("DeadLetters(0, 10000): %v", err)
+	}
+	if _, _, err := b.eng.InFlight(b.ctx, MaxInspectPage-1, 1); err != nil {
+		t.Fatalf("InFlight(MaxInspectPage-1, 1): %v", err)
 	}
 	if _, err := b.eng.Fetch(b.ctx, "c", 1, time.Millisecond); err != nil {
 		t.Fatalf("Fetch with a 1ms lease: %v", err)

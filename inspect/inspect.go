@@ -263,7 +263,8 @@ func partitionOf(pi engine.PartitionInfo, shard int, now time.Time) Partition {
 // engine.ErrNotFound for an unknown queue, and with Redis's error.
 func (in *Inspector) InFlight(ctx context.Context, queue string, page Page) ([]InFlightTask, error) {
 	limit := cmp.Or(page.Limit, DefaultPageLimit)
-	if page.Offset < 0 || limit < 1 || limit > MaxLimit || page.Offset+limit > MaxOffset {
+	// The offset is compared with MaxOffset-limit: Offset+limit could overflow.
+	if page.Offset < 0 || limit < 1 || limit > MaxLimit || page.Offset > MaxOffset-limit {
 		return nil, fmt.Errorf("inspect: %w: in-flight page offset %d limit %d (limit at most %d, offset+limit at most %d)",
 			engine.ErrInvalid, page.Offset, limit, MaxLimit, MaxOffset)
 	}

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -277,6 +278,14 @@ func TestInFlightPaging(t *testing.T) {
 	mustErr(t, err, engine.ErrInvalid)
 	_, err = b.in.InFlight(b.ctx, b.queue, Page{Offset: MaxOffset})
 	mustErr(t, err, engine.ErrInvalid)
+	// Offset+Limit wraps around to a negative number; the page is refused before any queue is
+	// looked up.
+	for _, q := range []string{b.queue, "nosuch"} {
+		_, err = b.in.InFlight(b.ctx, q, Page{Offset: math.MaxInt, Limit: 1})
+		mustErr(t, err, engine.ErrInvalid)
+		_, err = b.in.InFlight(b.ctx, q, Page{Offset: math.MaxInt})
+		mustErr(t, err, engine.ErrInvalid)
+	}
 }
 
 func TestTaskLookup(t *testing.T) {
