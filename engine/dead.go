@@ -30,10 +30,15 @@ type DeadPage struct {
 	Letters []DeadLetter
 }
 
+// maxSortedSet is the most members a Redis sorted set holds (2^32 - 1): no page starts later.
+const maxSortedSet = 1<<32 - 1
+
 // DeadLetters returns up to limit dead letters, newest first, skipping offset of them. Its cost is
-// O(log n + limit). It fails with ErrInvalid for a negative offset or a limit outside [1, 10000].
+// O(log n + limit). It fails with ErrInvalid for an offset outside [0, 2^32) (no sorted set holds
+// more letters) or a limit outside [1, 10000], and with the context's or Redis's error.
 func (e *Engine) DeadLetters(ctx context.Context, offset, limit int) (DeadPage, error) {
-	if offset < 0 || limit < 1 || limit > 10000 {
+	// Lua reads the offset as a double: near 2^63 the range it asks Redis for is out of range.
+	if offset < 0 || int64(offset) > maxSortedSet || limit < 1 || limit > 10000 {
 		return DeadPage{}, invalidf("dead-letter page offset %d limit %d", offset, limit)
 	}
 	res, err := e.run(ctx, scriptDeadList, offset, limit)

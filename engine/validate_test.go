@@ -215,6 +215,7 @@ func TestValidateArguments(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	r := Receipt{ID: "x", Token: 1}
+	var last int64 = maxSortedSet // a variable, so that this compiles where int has 32 bits
 	tests := []struct {
 		name string
 		call func() error
@@ -262,6 +263,9 @@ func TestValidateArguments(t *testing.T) {
 		{"dead letters zero limit", func() error { _, err := b.eng.DeadLetters(b.ctx, 0, 0); return err }},
 		{"dead letters negative limit", func() error { _, err := b.eng.DeadLetters(b.ctx, 0, -1); return err }},
 		{"dead letters limit too big", func() error { _, err := b.eng.DeadLetters(b.ctx, 0, 10001); return err }},
+		// Lua would send the offset to Redis as 9.2233720368548e+18, which it does not accept.
+		{"dead letters offset MaxInt", func() error { _, err := b.eng.DeadLetters(b.ctx, math.MaxInt, 1); return err }},
+		{"dead letters offset past a sorted set", func() error { _, err := b.eng.DeadLetters(b.ctx, int(last+1), 1); return err }},
 		{"task empty id", func() error { _, err := b.eng.Task(b.ctx, ""); return err }},
 		{"task id too long", func() error { _, err := b.eng.Task(b.ctx, strings.Repeat("a", MaxIDLen+1)); return err }},
 		{"task id invalid utf8", func() error { _, err := b.eng.Task(b.ctx, "\xff"); return err }},
@@ -284,6 +288,9 @@ func TestValidateArguments(t *testing.T) {
 	// The limits themselves are accepted.
 	if _, err := b.eng.DeadLetters(b.ctx, 0, 10000); err != nil {
 		t.Fatalf("DeadLetters(0, 10000): %v", err)
+	}
+	if _, err := b.eng.DeadLetters(b.ctx, int(last), 10000); err != nil {
+		t.Fatalf("DeadLetters(2^32-1, 10000): %v", err)
 	}
 	if _, _, err := b.eng.InFlight(b.ctx, MaxInspectPage-1, 1); err != nil {
 		t.Fatalf("InFlight(MaxInspectPage-1, 1): %v", err)
