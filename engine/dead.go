@@ -97,7 +97,9 @@ func parseDeadLetter(v any) (DeadLetter, error) {
 
 // Requeue moves dead letters back to pending as if newly published: behind the work already
 // pending in their partition, available now, attempts reset; the last error stays on the record.
-// It returns one error per id: nil, ErrNotFound or ErrNotDead.
+// It returns one error per id: nil, ErrNotFound or ErrNotDead. It fails with ErrInvalid for an
+// invalid id, before anything is sent, and with the context's or Redis's error, after which the
+// dead letters may or may not have been moved.
 func (e *Engine) Requeue(ctx context.Context, ids []string) ([]error, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -113,7 +115,8 @@ func (e *Engine) Requeue(ctx context.Context, ids []string) ([]error, error) {
 }
 
 // Purge deletes the dead letters with the given ids and returns how many it deleted; ids that are
-// not dead letters are left alone.
+// not dead letters are left alone. It fails with the context's or Redis's error, after which the
+// letters may or may not have been deleted.
 func (e *Engine) Purge(ctx context.Context, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
@@ -131,7 +134,8 @@ func (e *Engine) Purge(ctx context.Context, ids []string) (int, error) {
 const purgeChunk = 1000
 
 // PurgeAll deletes every dead letter, a bounded chunk per round trip, and returns how many it
-// deleted. When ctx ends it returns what it deleted so far and ctx's error.
+// deleted. It fails with the context's or Redis's error, and then also returns how many it deleted
+// before.
 func (e *Engine) PurgeAll(ctx context.Context) (int, error) {
 	total := 0
 	for {

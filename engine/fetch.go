@@ -42,14 +42,16 @@ type Receipt struct {
 
 // Fetch leases up to n tasks to consumer for lease, serving ready partitions round-robin. It
 // returns at once, with no tasks when none is ready. It fails with ErrInvalid for n < 1 or over
-// MaxFetch, a lease under a millisecond or an empty consumer id.
+// MaxFetch, a lease under a millisecond or an empty consumer id, before anything is sent, and with
+// the context's or Redis's error.
 func (e *Engine) Fetch(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, error) {
 	ds, _, err := e.fetch(ctx, consumer, n, lease)
 	return ds, err
 }
 
 // FetchNext is Fetch that also says how long until the queue's next delayed task is due, as far
-// as the fetch saw (-1: none), so a caller that waits itself (with Wait) knows how long it may.
+// as the fetch saw (-1: none), so a caller that waits itself (with Wait) knows how long it may. It
+// fails as Fetch does.
 func (e *Engine) FetchNext(ctx context.Context, consumer string, n int, lease time.Duration) ([]Delivery, time.Duration, error) {
 	return e.fetch(ctx, consumer, n, lease)
 }
@@ -92,7 +94,8 @@ func (e *Engine) Wake(ctx context.Context) error {
 
 // FetchWait is Fetch that, when nothing is ready, blocks in Redis until a publish or a release
 // makes work ready, the next delayed task is due, wait passes, or ctx ends. It returns no tasks and
-// a nil error when wait passes; ctx's error when ctx ends.
+// a nil error when wait passes. It fails with ErrInvalid as Fetch does, with the context's error
+// when ctx ends, and with Redis's error.
 func (e *Engine) FetchWait(ctx context.Context, consumer string, n int, lease, wait time.Duration) ([]Delivery, error) {
 	end := time.Now().Add(wait)
 	for {

@@ -34,7 +34,7 @@ func (r Rate) validate() error {
 
 // Allow asks every limit in ls for one unit of work, atomically and on the server's clock (GCRA).
 // It returns 0 when all allow it (and charges each), else how long until all would, charging none.
-// It fails with ErrInvalid for an invalid limit.
+// It fails with ErrInvalid for an invalid limit, and with the context's or Redis's error.
 func (e *Engine) Allow(ctx context.Context, ls ...Limit) (time.Duration, error) {
 	wait, _, err := e.allowAt(ctx, 0, ls)
 	return wait, err

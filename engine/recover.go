@@ -16,6 +16,7 @@ type Recovered struct {
 // tasks go back to their exact position, together with every other leased task of their
 // partition, so the old holder keeps nothing. Each returned task counts a crash, and an attempt
 // unless Config.CrashIsNotAttempt. It is idempotent and needs no lock: every consumer may run it.
+// It fails with the context's or Redis's error.
 func (e *Engine) Recover(ctx context.Context) (Recovered, error) {
 	counts := 1
 	if e.cfg.CrashIsNotAttempt {
@@ -39,7 +40,8 @@ func (e *Engine) Recover(ctx context.Context) (Recovered, error) {
 	return Recovered{Returned: int(n[0]), DeadLettered: int(n[1]), More: n[2] == 1}, nil
 }
 
-// RecoverAll calls Recover until no expired lease is left or ctx ends, and returns the sums.
+// RecoverAll calls Recover until no expired lease is left or ctx ends, and returns the sums. It
+// fails with the context's or Redis's error, and then also returns the sums of the calls before.
 func (e *Engine) RecoverAll(ctx context.Context) (Recovered, error) {
 	var total Recovered
 	for {

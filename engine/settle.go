@@ -10,7 +10,8 @@ import (
 
 // Ack completes the deliveries in rs in one round trip: each task is deleted, and an ordered or
 // limited partition whose last leased task it was is released. It returns one error per receipt:
-// nil, ErrStaleToken (the lease is no longer this delivery's; nothing changed) or ErrNotFound.
+// nil, ErrStaleToken (the lease is no longer this delivery's; nothing changed) or ErrNotFound. It
+// fails with the context's or Redis's error, after which the acks may or may not have happened.
 func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -56,7 +57,8 @@ type RejectResult struct {
 // partition leased with it that comes later in the partition's order, to their own places and
 // without counting an attempt, so none of them can complete first; their fencing tokens go stale.
 // A task that has used its max attempts goes to the dead letters instead (and then the later tasks
-// stay leased). It fails with ErrInvalid for a negative delay.
+// stay leased). It fails with ErrInvalid for a delay outside [0, MaxDelay], before anything is
+// sent, and with the context's or Redis's error.
 func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -92,7 +94,7 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 // Extend moves the lease deadline of the deliveries in rs to now+lease (server time) in one round
 // trip. It returns one error per receipt (nil, ErrStaleToken or ErrNotFound) and the new deadline
 // on this machine's clock, never later than the server's. It fails with ErrInvalid for a lease
-// under a millisecond.
+// under a millisecond, and with the context's or Redis's error.
 func (e *Engine) Extend(ctx context.Context, rs []Receipt, lease time.Duration) ([]error, time.Time, error) {
 	if lease < time.Millisecond {
 		return nil, time.Time{}, invalidf("lease %v is below 1ms", lease)
@@ -125,7 +127,8 @@ type Failure struct {
 }
 
 // Kill moves deliveries to the dead letters now, whatever their attempts, in one round trip. It
-// returns one error per delivery: nil, ErrStaleToken or ErrNotFound.
+// returns one error per delivery: nil, ErrStaleToken or ErrNotFound. It fails with the context's
+// or Redis's error, after which the tasks may or may not have been moved.
 func (e *Engine) Kill(ctx context.Context, fs []Failure) ([]error, error) {
 	if len(fs) == 0 {
 		return nil, nil

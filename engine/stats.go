@@ -24,7 +24,8 @@ type Stats struct {
 	ServerTime time.Time
 }
 
-// Stats reads the queue's sizes and counters in one round trip.
+// Stats reads the queue's sizes and counters in one round trip. It fails with the context's or
+// Redis's error.
 func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	res, err := e.run(ctx, scriptStats)
 	if err != nil {

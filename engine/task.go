@@ -42,7 +42,7 @@ type TaskInfo struct {
 }
 
 // Task reads the record of task id. It fails with ErrNotFound when there is none (never published,
-// or acked).
+// or acked), with ErrInvalid for an invalid id, and with the context's or Redis's error.
 func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 	if err := validID(id, false); err != nil {
 		return TaskInfo{}, fmt.Errorf("%w: %w", ErrInvalid, err)
