@@ -437,3 +437,25 @@ func TestActionsConfirmed(t *testing.T) {
 		t.Fatalf("after resume: %d tasks (%v)", len(ds), err)
 	}
 }
+
+// TestQueuesShowsACorruptShardCount: a queue whose stored shard count is unusable is listed with
+// why, in the table and in the JSON, and the other queues are listed as usual.
+func TestQueuesShowsACorruptShardCount(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := f.client.HSet(f.ctx, engine.RegistryKey(f.prefix), "broken", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := f.run("", "queues")
+	if code != 0 || !strings.Contains(out, "broken") || !strings.Contains(out, "? (") {
+		t.Fatalf("queues: exit %d, %q %q; want the broken queue listed with its error", code, out, errOut)
+	}
+	code, out, errOut = f.run("", "--json", "queues")
+	if code != 0 {
+		t.Fatalf("queues --json: exit %d: %s", code, errOut)
+	}
+	qs := decodeStrict[[]QueueJSON](t, out)
+	if len(qs) != 2 || qs[0].Name != "broken" || qs[0].Error == "" || qs[1] != (QueueJSON{Name: "q", Shards: 1}) {
+		t.Fatalf("queues --json: %+v; want broken with an error, then q", qs)
+	}
+}

@@ -20,6 +20,8 @@ import (
 type QueueJSON struct {
 	Name   string `json:"name"`
 	Shards int    `json:"shards"`
+	// Error says why the queue's stored shard count is unusable (Shards is then 0).
+	Error string `json:"error,omitempty"`
 }
 
 // ActionJSON is what requeue, purge, pause and resume print with --json.
@@ -115,7 +117,11 @@ func printQueues(w io.Writer, qs []QueueJSON) error {
 	}
 	rows := [][]string{{"QUEUE", "SHARDS"}}
 	for _, q := range qs {
-		rows = append(rows, []string{q.Name, fmt.Sprint(q.Shards)})
+		shards := fmt.Sprint(q.Shards)
+		if q.Error != "" {
+			shards = "? (" + q.Error + ")"
+		}
+		rows = append(rows, []string{q.Name, shards})
 	}
 	return table(w, rows)
 }

@@ -257,6 +257,9 @@ func (c *cli) queues(args []string) error {
 	out := make([]QueueJSON, len(qs))
 	for i, q := range qs {
 		out[i] = QueueJSON{Name: q.Name, Shards: q.Shards}
+		if q.Err != nil {
+			out[i].Error = q.Err.Error()
+		}
 	}
 	if c.opts.json {
 		return c.emitJSON(out)
