@@ -42,6 +42,8 @@ func newAPIQueue(st inspect.Stats) apiQueue {
 }
 
 // apiStats answers the counts and counters of the queue q, or of every queue without q, as JSON.
+// Every queue's stats leave out a queue whose registered shard count is unusable: the overview lists it
+// with its error, and the chart of the others goes on.
 func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
 	var names []string
 	if q := r.URL.Query().Get("q"); q != "" {
@@ -53,7 +55,9 @@ func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, q := range qs {
-			names = append(names, q.Name)
+			if q.Err == nil {
+				names = append(names, q.Name)
+			}
 		}
 	}
 	out := apiStats{Queues: make([]apiQueue, 0, len(names))}
