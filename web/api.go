@@ -42,8 +42,8 @@ func newAPIQueue(st inspect.Stats) apiQueue {
 }
 
 // apiStats answers the counts and counters of the queue q, or of every queue without q, as JSON.
-// Every queue's stats leave out a queue whose registered shard count is unusable: the overview lists it
-// with its error, and the chart of the others goes on.
+// Every queue's stats leave out a queue whose registered shard count is unusable: the overview
+// lists it with its error, and the chart of the others goes on.
 func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
 	var names []string
 	if q := r.URL.Query().Get("q"); q != "" {
