@@ -1,0 +1,85 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/inspect"
+)
+
+// A task that can never succeed as it is goes to the dead letters at once instead of using up its
+// attempts. Once the cause is fixed, an operator finds the letters by their error and requeues
+// them, here with the inspect package (the dashboard and the srq command do the same).
+func ExamplePermanent() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+
+	q, _ := srq.NewQueue[string](client, srq.QueueConfig{Name: "invoices"})
+	_, _ = q.Publish(ctx, "EUR 12.00", &srq.PublishOpts{ID: "inv-1"})
+	_, _ = q.Publish(ctx, "XBT 0.01", &srq.PublishOpts{ID: "inv-2"})
+	var fixed atomic.Bool // the fix, deployed later
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		if strings.HasPrefix(t.Value, "XBT") && !fixed.Load() {
+			return srq.Permanent(errors.New("unknown currency"))
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	_, _ = w.RunOnce(ctx)
+
+	in, _ := inspect.New(client, inspect.Config{})
+	page, _ := in.DeadLetters(ctx, "invoices", inspect.DeadQuery{ErrorContains: "currency"})
+	for _, l := range page.Letters {
+		fmt.Println("dead:", l.ID, "-", l.Error)
+	}
+
+	fixed.Store(true)
+	n, _ := in.RequeueDead(ctx, "invoices", inspect.DeadSelector{Filter: &inspect.DeadQuery{ErrorContains: "currency"}})
+	fmt.Println("requeued:", n)
+	_, _ = w.RunOnce(ctx)
+	st, _ := in.Stats(ctx, "invoices")
+	fmt.Println("acked:", st.Acked, "dead:", st.Dead)
+	// Output:
+	// dead: inv-2 - srq: permanent failure: unknown currency
+	// requeued: 1
+	// acked: 2 dead: 0
+}
+
+// Snooze hands a task back without counting the delivery as an attempt: for waits that are not
+// failures, such as a partner's rate limit. Here the task has a single attempt, yet survives a
+// snooze.
+func ExampleSnooze() {
+	client, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+
+	q, _ := srq.NewQueue[string](client, srq.QueueConfig{Name: "sms"})
+	_, _ = q.Publish(ctx, "hello", &srq.PublishOpts{MaxAttempts: 1})
+
+	var limited atomic.Bool
+	limited.Store(true) // the partner's rate limit, lifted after the first delivery
+	sent := make(chan struct{})
+	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		if limited.Swap(false) {
+			fmt.Println("attempt", t.Attempt, "snoozed")
+			return srq.Snooze(20 * time.Millisecond)
+		}
+		fmt.Println("attempt", t.Attempt, "sent", t.Value)
+		close(sent)
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() { ran <- w.Run(runCtx) }()
+	<-sent
+	stop()
+	<-ran
+	// Output:
+	// attempt 1 snoozed
+	// attempt 1 sent hello
+}
