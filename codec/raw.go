@@ -31,8 +31,11 @@ func (Raw) Marshal(v any) ([]byte, error) {
 // ErrDecode for any other v.
 func (Raw) Unmarshal(data []byte, v any) error {
 	b, ok := v.(*[]byte)
-	if !ok || b == nil {
-		return decodeError("raw", fmt.Errorf("raw codec decodes only into a non-nil *[]byte, not %T(%v)", v, v))
+	if !ok {
+		return decodeError("raw", fmt.Errorf("raw codec decodes only into *[]byte, not %T", v))
+	}
+	if b == nil {
+		return decodeError("raw", errors.New("raw codec cannot decode into a nil *[]byte"))
 	}
 	*b = append((*b)[:0], data...)
 	return nil

@@ -44,9 +44,12 @@ func ValidateQueueName(name string) error {
 // cluster created with its slots split evenly over M masters (as redis-cli --cluster create does)
 // so gets n/M shards on each master when n is a multiple of M, instead of a random spread.
 //
-// It panics, as an index out of range does, when n is outside [1, MaxShards] or i outside [0, n):
-// no shard has such a name.
+// An n of 0 means 1, as QueueConfig.Shards does. It panics, as an index out of range does, when
+// n is outside [0, MaxShards] or i outside [0, n): no shard has such a name.
 func ShardQueue(queue string, n, i int) string {
+	if n == 0 {
+		n = 1
+	}
 	checkShard(n, i)
 	if n == 1 {
 		return queue
@@ -93,9 +96,12 @@ func clusterSlot(tag string) int {
 }
 
 // ShardOf returns the shard, in [0, n), that partition p lives in: a stable hash (FNV-1a) of the
-// key, so every task of a partition goes to one shard and keeps its order. It panics, as
-// rand.Intn does, when n is outside [1, MaxShards].
+// key, so every task of a partition goes to one shard and keeps its order. An n of 0 means 1, as
+// QueueConfig.Shards does. It panics, as rand.Intn does, when n is outside [0, MaxShards].
 func ShardOf(p partition.Key, n int) int {
+	if n == 0 {
+		n = 1
+	}
 	checkShard(n, 0)
 	if n == 1 {
 		return 0

@@ -95,18 +95,24 @@ func panicOf(t *testing.T, f func()) string {
 func TestShardQueueAndShardOfCheckInputs(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ n, i int }{
-		{4, 4}, {4, -1}, {20000, 0}, {engine.MaxShards + 1, 0}, {math.MaxInt, 0}, {0, 0}, {-1, 0}, {1, 1}, {1, -1},
+		{4, 4}, {4, -1}, {20000, 0}, {engine.MaxShards + 1, 0}, {math.MaxInt, 0}, {0, 1}, {-1, 0}, {1, 1}, {1, -1},
 	} {
 		if msg := panicOf(t, func() { engine.ShardQueue("q", c.n, c.i) }); !strings.Contains(msg, "outside") {
 			t.Errorf("ShardQueue(q, %d, %d) panicked with %q, want a message saying what is outside its range", c.n, c.i, msg)
 		}
 	}
-	for _, n := range []int{0, -1, engine.MaxShards + 1, math.MinInt} {
+	for _, n := range []int{-1, engine.MaxShards + 1, math.MinInt} {
 		if msg := panicOf(t, func() { engine.ShardOf("p", n) }); !strings.Contains(msg, "outside") {
 			t.Errorf("ShardOf(p, %d) panicked with %q, want a message saying the count is outside its range", n, msg)
 		}
 	}
-	// The limits themselves are accepted.
+	// The limits themselves are accepted, and 0 means 1, as QueueConfig.Shards does.
+	if got := engine.ShardQueue("q", 0, 0); got != "q" {
+		t.Errorf("ShardQueue(q, 0, 0) = %q, want q", got)
+	}
+	if s := engine.ShardOf("p", 0); s != 0 {
+		t.Errorf("ShardOf(p, 0) = %d", s)
+	}
 	if got := engine.ShardQueue("q", engine.MaxShards, engine.MaxShards-1); !strings.HasPrefix(got, fmt.Sprintf("q#%d.", engine.MaxShards-1)) {
 		t.Errorf("last shard of MaxShards is named %q", got)
 	}

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"bytes"
 	"context"
+	"log"
 	"log/slog"
 	"strings"
 	"testing"
@@ -17,9 +18,15 @@ import (
 // Not parallel: it swaps the process-wide default logger, which no parallel test may see.
 func TestLoggingNilLoggerIsDefault(t *testing.T) {
 	var logs bytes.Buffer
-	prev := slog.Default()
+	prev, prevOut, prevFlags := slog.Default(), log.Writer(), log.Flags()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	defer slog.SetDefault(prev)
+	defer func() {
+		// SetDefault also sent the log package's output to the handler above, and setting back
+		// the default handler does not send it back.
+		slog.SetDefault(prev)
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+	}()
 
 	h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil })
 	o := srqtest.Process[int](t, h, 1, nil, srq.QueueConfig{},

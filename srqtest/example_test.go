@@ -43,13 +43,21 @@ func ExampleProcess() {
 }
 
 // A test that needs real queues and workers gets a Redis of its own from NewRedis, closed when the
-// test ends. When REDIS_URL names a shared server, each test must use queue names of its own.
+// test ends. When REDIS_URL names a shared server, each test must use queue names (or a key prefix)
+// of its own.
 func ExampleNewRedis() {
 	asTest(func(t testing.TB) { // func TestSignup(t *testing.T) in your code
 		ctx := context.Background()
 
 		client := srqtest.NewRedis(t)
-		q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: fmt.Sprintf("emails-%d", time.Now().UnixNano())})
+		// A key prefix of the test's own, removed at its end: a shared server keeps nothing of it.
+		prefix := fmt.Sprintf("test-%d", time.Now().UnixNano())
+		t.Cleanup(func() {
+			if keys, _ := client.Keys(context.WithoutCancel(ctx), prefix+":*").Result(); len(keys) > 0 {
+				client.Del(context.WithoutCancel(ctx), keys...)
+			}
+		})
+		q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: "emails", Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
