@@ -14,10 +14,7 @@ import (
 // exampleEngine starts an embedded Redis and an engine of queue on it, for an example; real code
 // passes its own client.
 func exampleEngine(queue string) (*engine.Engine, func()) {
-	client, stop, err := exampleredis.Embedded()
-	if err != nil {
-		panic(err)
-	}
+	client, stop := exampleredis.MustEmbedded()
 	e, err := engine.New(client, engine.Config{Queue: queue})
 	if err != nil {
 		panic(err)

@@ -12,10 +12,7 @@ import (
 
 // Look at a queue as an operator: its sizes, its deepest partitions, and pause the deepest one.
 func ExampleInspector() {
-	client, stop, err := exampleredis.Embedded() // a real Redis in production
-	if err != nil {
-		panic(err)
-	}
+	client, stop := exampleredis.MustEmbedded() // a real Redis in production
 	defer stop()
 	ctx := context.Background()
 

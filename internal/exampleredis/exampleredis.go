@@ -37,3 +37,13 @@ func Embedded() (c *redis.Client, stop func(), err error) {
 	rc := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	return rc, func() { _ = rc.Close(); m.Close() }, nil
 }
+
+// MustEmbedded is Embedded for an example's first line: it panics when the embedded Redis cannot
+// start, which only a broken machine makes it do.
+func MustEmbedded() (c *redis.Client, stop func()) {
+	c, stop, err := Embedded()
+	if err != nil {
+		panic(err)
+	}
+	return c, stop
+}
