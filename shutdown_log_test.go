@@ -132,7 +132,8 @@ func (r *logRecorder) has(prefix string) bool { return len(r.messages(prefix)) >
 // holdScripts is a go-redis hook that holds the calls of some scripts until release, as a Redis
 // that does not answer them would.
 type holdScripts struct {
-	shas map[string]bool
+	processHookOnly
+	shas scriptSet
 	gate chan struct{}
 	once sync.Once
 }
@@ -145,11 +146,9 @@ func newHoldScripts(t *testing.T, scripts ...string) *holdScripts {
 // release lets the held calls and every later one through.
 func (h *holdScripts) release() { h.once.Do(func() { close(h.gate) }) }
 
-func (h *holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
 func (h *holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.EqualFold(cmd.Name(), "evalsha") && h.shas[fmt.Sprint(cmd.Args()[1])] {
+		if h.shas.runs(cmd) {
 			select {
 			case <-h.gate:
 			case <-ctx.Done():
@@ -159,8 +158,4 @@ func (h *holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
-}
-
-func (h *holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }

@@ -227,7 +227,8 @@ func TestIdleWorkerWaitsOnOneConnection(t *testing.T) {
 // the scripts it was made for: what a connection reset or a short outage looks like to the worker
 // once go-redis has given up its own retries.
 type failScripts struct {
-	shas map[string]bool
+	processHookOnly
+	shas scriptSet
 	mu   sync.Mutex
 	left int
 	err  error // what the failed calls return; nil: a connection reset
@@ -238,10 +239,13 @@ func newFailScripts(t *testing.T, left int, scripts ...string) *failScripts {
 	return &failScripts{shas: scriptSHAs(t, scripts...), left: left}
 }
 
-// scriptSHAs returns the set of the SHA1s under which the engine sends the named scripts.
-func scriptSHAs(t *testing.T, scripts ...string) map[string]bool {
+// scriptSet holds the SHA1s under which the engine sends some scripts.
+type scriptSet map[string]bool
+
+// scriptSHAs returns the set of the named scripts.
+func scriptSHAs(t *testing.T, scripts ...string) scriptSet {
 	t.Helper()
-	shas := map[string]bool{}
+	shas := scriptSet{}
 	for _, name := range scripts {
 		src, err := lua.Source(name)
 		if err != nil {
@@ -252,8 +256,22 @@ func scriptSHAs(t *testing.T, scripts ...string) map[string]bool {
 	return shas
 }
 
+// runs says whether cmd is a call of one of the scripts.
+func (s scriptSet) runs(cmd redis.Cmder) bool {
+	return strings.EqualFold(cmd.Name(), "evalsha") && s[fmt.Sprint(cmd.Args()[1])]
+}
+
+// processHookOnly gives a go-redis hook that only watches single commands the other two methods
+// of redis.Hook, passing dials and pipelines through.
+type processHookOnly struct{}
+
+func (processHookOnly) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (processHookOnly) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 func (h *failScripts) failNext(cmd redis.Cmder) bool {
-	if !strings.EqualFold(cmd.Name(), "evalsha") || !h.shas[fmt.Sprint(cmd.Args()[1])] {
+	if !h.shas.runs(cmd) {
 		return false
 	}
 	h.mu.Lock()
@@ -272,8 +290,6 @@ func (h *failScripts) failed() bool {
 	return h.left == 0
 }
 
-func (h *failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
 func (h *failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.failNext(cmd) {
@@ -286,10 +302,6 @@ func (h *failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
-}
-
-func (h *failScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // TestFailedAckIsSentAgain: when the calls that carry a task's ack fail (whether it rides on a
