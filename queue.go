@@ -106,8 +106,13 @@ func (q *Queue[T]) Name() string { return q.name }
 
 // Engine returns the byte-level engine under the queue, for operations the typed API does not
 // cover (dead letters, partition controls, stats); of a sharded queue, the first shard's (see
-// Shards and ShardOf).
-func (q *Queue[T]) Engine() *engine.Engine { return q.shards.engines[0] }
+// Shards and ShardOf). It returns nil for a nil or zero Queue, which NewQueue never returns.
+func (q *Queue[T]) Engine() *engine.Engine {
+	if q == nil || q.shards == nil {
+		return nil
+	}
+	return q.shards.engines[0]
+}
 
 // Shards returns the engines of the queue's shards, one per shard, in shard order.
 func (q *Queue[T]) Shards() []*engine.Engine {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,12 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/internal/logtest"
 )
 
 // TestShutdownTimeoutSaysWhatItWaitsFor: when ShutdownTimeout passes, the warning names what holds
 // Run up: a handler still running, or, once every handler has returned, the calls that settle
-// their tasks, here a hand-back (and a reject) that Redis does not answer. It used to say "cancelling running
-// handlers" in both cases, which sends an operator looking for a stuck handler when Redis is slow.
+// their tasks, here a hand-back (and a reject) that Redis does not answer. It used to say
+// "cancelling running handlers" in both cases, which sends an operator looking for a stuck handler
+// when Redis is slow.
 func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 	t.Parallel()
 	const settling = "shutdown timeout: no handler running; waiting for Redis to settle their tasks"
@@ -63,7 +64,7 @@ func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 				<-stopped
 				return nil
 			})
-			logs := &logRecorder{}
+			logs := &logtest.Recorder{}
 			w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 1, Prefetch: 2,
 				ShutdownTimeout: tc.timeout, Logger: slog.New(logs)})
 			if err != nil {
@@ -80,7 +81,7 @@ func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 			cancel()
 			close(stopped)
 			// The prefetched tasks' hand-back is held in Redis until the warning is out.
-			waitFor(t, "the shutdown timeout's warning", func() bool { return logs.has("shutdown timeout:") })
+			waitFor(t, "the shutdown timeout's warning", func() bool { return len(logs.Find("shutdown timeout:")) > 0 })
 			held.release()
 			select {
 			case err := <-ran:
@@ -90,44 +91,12 @@ func TestShutdownTimeoutSaysWhatItWaitsFor(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatal("Run did not return")
 			}
-			if got := logs.messages("shutdown timeout:"); len(got) != 1 || got[0] != tc.want {
-				t.Fatalf("logged %q, want %q", got, tc.want)
+			if got := logs.Find("shutdown timeout:"); len(got) != 1 || got[0].Message != tc.want {
+				t.Fatalf("logged %v, want one %q", got, tc.want)
 			}
 		})
 	}
 }
-
-// logRecorder is a slog.Handler that keeps the messages logged.
-type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Message)
-	return nil
-}
-
-// messages returns the messages logged that begin with prefix.
-func (r *logRecorder) messages(prefix string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, m := range r.msgs {
-		if strings.HasPrefix(m, prefix) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (r *logRecorder) has(prefix string) bool { return len(r.messages(prefix)) > 0 }
 
 // holdScripts is a go-redis hook that holds the calls of some scripts until release, as a Redis
 // that does not answer them would.

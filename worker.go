@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,8 +102,6 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
 	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
 		return nil, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
-	case slices.ContainsFunc(cfg.Middleware, func(m Middleware) bool { return m == nil }):
-		return nil, fmt.Errorf("%w: a nil Middleware", ErrInvalid)
 	}
 	codec := q.codec
 	// The handler's panics are recovered here, innermost, so middleware sees them as errors; the
@@ -118,6 +115,9 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		return h.Handle(ctx, &Task[T]{Value: v, Delivery: d})
 	})
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
+		if cfg.Middleware[i] == nil {
+			return nil, fmt.Errorf("%w: Middleware %d is nil", ErrInvalid, i)
+		}
 		if work = cfg.Middleware[i](work); work == nil {
 			return nil, fmt.Errorf("%w: Middleware %d returned a nil WorkFunc", ErrInvalid, i)
 		}

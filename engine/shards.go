@@ -47,11 +47,7 @@ func ValidateQueueName(name string) error {
 // An n of 0 means 1, as QueueConfig.Shards does. It panics, as an index out of range does, when
 // n is outside [0, MaxShards] or i outside [0, n): no shard has such a name.
 func ShardQueue(queue string, n, i int) string {
-	if n == 0 {
-		n = 1
-	}
-	checkShard(n, i)
-	if n == 1 {
+	if n = checkShard(n, i); n == 1 {
 		return queue
 	}
 	lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n
@@ -66,14 +62,19 @@ func ShardQueue(queue string, n, i int) string {
 	}
 }
 
-// checkShard panics unless n is a shard count, in [1, MaxShards], and i a shard of it.
-func checkShard(n, i int) {
+// checkShard returns n, a shard count in [1, MaxShards] (0 means 1), after it checked that i is a
+// shard of it; it panics otherwise.
+func checkShard(n, i int) int {
+	if n == 0 {
+		n = 1
+	}
 	if n < 1 || n > MaxShards {
 		panic(fmt.Sprintf("srq: shard count %d is outside [1, %d]", n, MaxShards))
 	}
 	if i < 0 || i >= n {
 		panic(fmt.Sprintf("srq: shard %d is outside [0, %d)", i, n))
 	}
+	return n
 }
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
@@ -99,11 +100,7 @@ func clusterSlot(tag string) int {
 // key, so every task of a partition goes to one shard and keeps its order. An n of 0 means 1, as
 // QueueConfig.Shards does. It panics, as rand.Intn does, when n is outside [0, MaxShards].
 func ShardOf(p partition.Key, n int) int {
-	if n == 0 {
-		n = 1
-	}
-	checkShard(n, 0)
-	if n == 1 {
+	if n = checkShard(n, 0); n == 1 {
 		return 0
 	}
 	h := fnv.New32a()

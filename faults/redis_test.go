@@ -1,10 +1,8 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/internal/logtest"
 	"github.com/srqueue/srq/internal/redistest"
 	"github.com/srqueue/srq/srqtest/history"
 )
@@ -124,7 +123,7 @@ func TestRedisPaused(t *testing.T) {
 	}
 	eng := q.Engine()
 	rec := history.NewRecorder("test", nil)
-	logs := &logRecorder{}
+	logs := &logtest.Recorder{}
 	var stops []func()
 	for i := 0; i < 2; i++ {
 		w, err := srq.NewWorker(q, work(5*time.Millisecond), srq.WorkerConfig{Concurrency: 4, Lease: 2 * time.Second,
@@ -166,8 +165,8 @@ func TestRedisPaused(t *testing.T) {
 		stop()
 	}
 
-	fetchFails := logs.find("fetch failed")
-	t.Logf("%d fetch failures logged, %d log records in all; producer retries: %d", len(fetchFails), logs.len(), p.failures)
+	fetchFails := logs.Find("fetch failed")
+	t.Logf("%d fetch failures logged, %d log records in all; producer retries: %d", len(fetchFails), logs.Len(), p.failures)
 	if len(fetchFails) == 0 {
 		t.Error("no fetch failure was logged while Redis was paused")
 	}
@@ -175,7 +174,7 @@ func TestRedisPaused(t *testing.T) {
 	// followed by a wait of 200ms or more, and the tries were few.
 	var longest time.Duration
 	for _, r := range fetchFails {
-		if d, ok := attr(r, "in").(time.Duration); ok {
+		if d, ok := logtest.Attr(r, "in").(time.Duration); ok {
 			longest = max(longest, d)
 		}
 	}
@@ -186,54 +185,4 @@ func TestRedisPaused(t *testing.T) {
 	if r.Published != len(msgs) || r.Completed != len(msgs) {
 		t.Errorf("published %d, completed %d; want %d each", r.Published, r.Completed, len(msgs))
 	}
-}
-
-// logRecorder is a slog.Handler that keeps every record.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r.Clone())
-	return nil
-}
-
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-func (l *logRecorder) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recs)
-}
-
-// find returns the records whose message contains msg.
-func (l *logRecorder) find(msg string) []slog.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []slog.Record
-	for _, r := range l.recs {
-		if strings.Contains(r.Message, msg) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// attr returns the value of r's attribute key, or nil.
-func attr(r slog.Record, key string) any {
-	var v any
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v = a.Value.Any()
-			return false
-		}
-		return true
-	})
-	return v
 }

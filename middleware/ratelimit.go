@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/srqueue/srq"
@@ -32,15 +31,15 @@ const rateLimitRetry = time.Second
 // fails with srq.ErrInvalid for a nil q (nil, a nil *srq.Queue[T], or a source whose Engine
 // returns nil), a rate with a limit but no period, or a negative burst.
 func RateLimit(q EngineSource, cfg RateLimitConfig) (srq.Middleware, error) {
-	if isNil(q) {
-		return nil, fmt.Errorf("%w: rate limit: the queue is nil (%T)", srq.ErrInvalid, q)
-	}
 	for name, r := range map[string]engine.Rate{"PerPartition": cfg.PerPartition, "PerQueue": cfg.PerQueue} {
 		if r.Limit < 0 || (r.Limit > 0 && r.Per < time.Millisecond) || r.Burst < 0 {
 			return nil, fmt.Errorf("%w: %s rate %+v: want a limit of at least 1 per at least 1ms", srq.ErrInvalid, name, r)
 		}
 	}
-	eng := q.Engine()
+	var eng *engine.Engine
+	if q != nil {
+		eng = q.Engine() // nil for a nil *srq.Queue[T]
+	}
 	if eng == nil {
 		return nil, fmt.Errorf("%w: rate limit: the queue (%T) has no engine", srq.ErrInvalid, q)
 	}
@@ -63,17 +62,4 @@ func RateLimit(q EngineSource, cfg RateLimitConfig) (srq.Middleware, error) {
 			return next(ctx, d)
 		}
 	}, nil
-}
-
-// isNil says whether q is nil or holds a nil pointer (or other nil value): calling Engine on a
-// typed nil, such as a nil *srq.Queue[T], would panic rather than return a nil engine.
-func isNil(q EngineSource) bool {
-	if q == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(q); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
