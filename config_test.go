@@ -70,3 +70,36 @@ func TestRunTwiceFailsWithErrRunning(t *testing.T) {
 		t.Fatalf("a second Run: %v, want ErrRunning", err)
 	}
 }
+
+// TestZeroQueueAndWorker: a Queue or Worker not made by its constructor fails with ErrInvalid
+// instead of panicking on its nil fields, and a zero Queue has no engines.
+func TestZeroQueueAndWorker(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil })
+	for name, q := range map[string]*srq.Queue[int]{"nil": nil, "zero": {}} {
+		if _, err := q.Publish(ctx, 1, nil); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("Publish on a %s Queue: %v, want ErrInvalid", name, err)
+		}
+		if _, err := q.PublishBatch(ctx, []srq.Message[int]{{Value: 1}}); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("PublishBatch on a %s Queue: %v, want ErrInvalid", name, err)
+		}
+		if _, err := q.Stats(ctx); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("Stats of a %s Queue: %v, want ErrInvalid", name, err)
+		}
+		if q.Engine() != nil || q.Shards() != nil || q.ShardOf("p") != nil || q.Name() != "" {
+			t.Errorf("a %s Queue has engines or a name", name)
+		}
+		if _, err := srq.NewWorker(q, h, srq.WorkerConfig{}); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("NewWorker of a %s Queue: %v, want ErrInvalid", name, err)
+		}
+	}
+	for name, w := range map[string]*srq.Worker{"nil": nil, "zero": {}} {
+		if err := w.Run(ctx); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("Run of a %s Worker: %v, want ErrInvalid", name, err)
+		}
+		if _, err := w.RunOnce(ctx); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("RunOnce of a %s Worker: %v, want ErrInvalid", name, err)
+		}
+	}
+}

@@ -31,6 +31,13 @@ var (
 	ErrRunning = errors.New("srq: worker is already running")
 )
 
+// The errors of a Queue or Worker used without its constructor: the zero values have no engines
+// to talk to, and fail instead of panicking on a nil field.
+var (
+	errNotMade       = fmt.Errorf("%w: a Queue not made by NewQueue", ErrInvalid)
+	errWorkerNotMade = fmt.Errorf("%w: a Worker not made by NewWorker", ErrInvalid)
+)
+
 // RejectError is a handler error that returns the task to its queue: an unordered task becomes
 // available again after Delay; an ordered task keeps its place and its whole partition waits
 // Delay. Build it with Reject, RejectWithDelay or Snooze.

@@ -66,7 +66,8 @@ type PublishFunc func(ctx context.Context, p *Publishing) ([]PublishResult, erro
 // contract: PublishBatch fails when it returns another number of results than messages.
 type PublishMiddleware func(next PublishFunc) PublishFunc
 
-// Queue publishes values of type T to one queue. It is safe for concurrent use.
+// Queue publishes values of type T to one queue. It is safe for concurrent use. Make one with
+// NewQueue: the zero Queue publishes nothing (ErrInvalid) and has no engines.
 type Queue[T any] struct {
 	shards      *shardSet
 	codec       codec.Codec
@@ -101,27 +102,44 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 		maxAttempts: maxAttempts, publish: publish}, nil
 }
 
-// Name returns the queue's name.
-func (q *Queue[T]) Name() string { return q.name }
+// Name returns the queue's name; "" for a nil Queue.
+func (q *Queue[T]) Name() string {
+	if q == nil {
+		return ""
+	}
+	return q.name
+}
 
 // Engine returns the byte-level engine under the queue, for operations the typed API does not
 // cover (dead letters, partition controls, stats); of a sharded queue, the first shard's (see
 // Shards and ShardOf). It returns nil for a nil or zero Queue, which NewQueue never returns.
 func (q *Queue[T]) Engine() *engine.Engine {
-	if q == nil || q.shards == nil {
+	if !q.made() {
 		return nil
 	}
 	return q.shards.engines[0]
 }
 
-// Shards returns the engines of the queue's shards, one per shard, in shard order.
+// Shards returns the engines of the queue's shards, one per shard, in shard order; nil for a nil
+// or zero Queue.
 func (q *Queue[T]) Shards() []*engine.Engine {
+	if !q.made() {
+		return nil
+	}
 	return append([]*engine.Engine(nil), q.shards.engines...)
 }
 
 // ShardOf returns the engine of the shard that holds partition p (see PublishOpts.Partition and
-// Ordered for how a partition key is built).
-func (q *Queue[T]) ShardOf(p partition.Key) *engine.Engine { return q.shards.of(p) }
+// Ordered for how a partition key is built); nil for a nil or zero Queue.
+func (q *Queue[T]) ShardOf(p partition.Key) *engine.Engine {
+	if !q.made() {
+		return nil
+	}
+	return q.shards.of(p)
+}
+
+// made says whether q came from NewQueue; a nil or zero Queue did not, and has no shards to use.
+func (q *Queue[T]) made() bool { return q != nil && q.shards != nil }
 
 // PublishOpts are the per-task options of a publish. The zero value publishes to the base
 // partition, now, with priority 0, a generated id and the queue's max attempts.
@@ -159,7 +177,7 @@ type PublishResult = engine.PublishResult
 // Publish encodes v and publishes it as one task. Publishes of one Queue from several goroutines
 // that meet go to Redis as one script call (group commit), each getting its own result. It fails
 // with ErrInvalid for invalid options or an oversized payload, and with the codec's error when v
-// cannot be encoded; nothing is written then. It fails with ctx's error when ctx ends before the
+// cannot be encoded, or for a nil or zero Queue; nothing is written then. It fails with ctx's error when ctx ends before the
 // call is sent, nothing written, and with Redis's or ctx's error during the call, after which the
 // task may or may not exist.
 func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (PublishResult, error) {
@@ -181,8 +199,12 @@ func (q *Queue[T]) Publish(ctx context.Context, v T, opts *PublishOpts) (Publish
 // count stored for it is unusable (engine.QueueShards); with Redis's or ctx's error during the
 // call; and when a PublishMiddleware returns another number of results than messages. After the
 // last two the messages may or may not exist: messages published with an id of their own
-// (PublishOpts.ID) can be published again, and those that exist are reported as duplicates.
+// (PublishOpts.ID) can be published again, and those that exist are reported as duplicates. A nil
+// or zero Queue fails with ErrInvalid.
 func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]PublishResult, error) {
+	if !q.made() {
+		return nil, errNotMade
+	}
 	ems := make([]engine.Message, len(msgs))
 	for i, m := range msgs {
 		payload, err := q.codec.Marshal(m.Value)

@@ -122,8 +122,11 @@ func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]Publis
 }
 
 // Stats reads the queue's sizes and counters, summed over its shards (ServerTime is the first
-// shard's). It fails with the first shard's error.
+// shard's). It fails with the first shard's error, and with ErrInvalid for a nil or zero Queue.
 func (q *Queue[T]) Stats(ctx context.Context) (engine.Stats, error) {
+	if !q.made() {
+		return engine.Stats{}, errNotMade
+	}
 	var sum engine.Stats
 	for i, eng := range q.shards.engines {
 		st, err := eng.Stats(ctx)

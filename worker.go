@@ -57,7 +57,8 @@ type WorkerConfig struct {
 // with their fetches; one per shard of a sharded queue), Concurrency handlers, a lease extender, a
 // recoverer and a batched acker, supervised by an errgroup. The fetchers of a sharded queue share
 // the pool's free slots, taking turns, so every shard is served and an idle one holds no slot.
-// Tasks of one ordered partition fetched together run one after another in one handler.
+// Tasks of one ordered partition fetched together run one after another in one handler. Make one
+// with NewWorker: the zero Worker runs nothing (ErrInvalid).
 type Worker struct {
 	shards   *shardSet
 	queue    string
@@ -73,11 +74,14 @@ type Worker struct {
 	jobs map[*job]struct{}
 }
 
-// NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil queue
-// or handler or an invalid configuration.
+// NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil or
+// zero queue, a nil handler or an invalid configuration.
 func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, error) {
-	if f, ok := h.(HandlerFunc[T]); q == nil || h == nil || ok && f == nil {
-		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalid)
+	if !q.made() {
+		return nil, errNotMade
+	}
+	if f, ok := h.(HandlerFunc[T]); h == nil || ok && f == nil {
+		return nil, fmt.Errorf("%w: nil handler", ErrInvalid)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
 	cfg.Prefetch = cmp.Or(cfg.Prefetch, cfg.Concurrency)
@@ -137,8 +141,12 @@ func defaultConsumerID() string {
 // once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
 // fails at once with ErrRunning if the worker is already running, with an error wrapping
 // ErrShardCount when the queue is registered with another shard count, and with one wrapping
-// ErrInvalid when the count stored for it is unusable (engine.QueueShards).
+// ErrInvalid when the count stored for it is unusable (engine.QueueShards). A nil or zero Worker
+// fails with ErrInvalid.
 func (w *Worker) Run(ctx context.Context) error {
+	if w == nil || w.shards == nil {
+		return errWorkerNotMade
+	}
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
@@ -233,8 +241,12 @@ func (w *Worker) Run(ctx context.Context) error {
 // Concurrency handlers at once, settles them and returns how many it fetched (when ctx ends, the
 // tasks not yet run are handed back unrun). It does not wait for
 // work and runs no recovery; leases are extended while handlers run. It suits tests, and jobs run
-// from a scheduler. It fails with ErrRunning if the worker is running, or with the fetch's error.
+// from a scheduler. It fails with ErrRunning if the worker is running, with ErrInvalid for a nil or
+// zero Worker, or with the fetch's error.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	if w == nil || w.shards == nil {
+		return 0, errWorkerNotMade
+	}
 	if !w.running.CompareAndSwap(false, true) {
 		return 0, ErrRunning
 	}
