@@ -24,7 +24,8 @@ var (
 	ErrLeaseLost = errors.New("srq: the task's lease was lost")
 	// ErrShutdown is the cause of a handler's context ending because the worker shut down and the
 	// handler did not finish within the shutdown timeout. The task is handed back, not counted as
-	// an attempt.
+	// an attempt, whatever error the handler returns then; only nil (acked) and Permanent
+	// (dead-lettered) are applied as usual.
 	ErrShutdown = errors.New("srq: worker shut down")
 	// ErrRunning is returned by Worker.Run and RunOnce when the worker is running already: a
 	// Worker runs one Run or RunOnce at a time.
