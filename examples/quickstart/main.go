@@ -149,7 +149,8 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	}
 	fmt.Printf("summary: %d published, %d acked, %d dead-lettered\n", st.Published, st.Acked, st.DeadLettered)
 
-	// Leave nothing behind on a real server: purge the dead letter and the queue's counters.
+	// Clean up on a real server: purge the dead letter and the queue's counters. The queue's entry
+	// in the registry hash (srq:queues, which `srq queues` lists) and its consumers set stay.
 	if _, err := q.Engine().PurgeAll(ctx); err != nil {
 		return err
 	}
