@@ -35,5 +35,6 @@ func ExponentialBackoff(base, limit time.Duration) RetryPolicy {
 	}
 }
 
-// DefaultRetryPolicy waits 1s, 2s, 4s, … up to 10 minutes, with jitter.
+// DefaultRetryPolicy waits 1s, 2s, 4s, … up to 10 minutes, each wait spread by ±20% jitter (so a
+// capped wait lies between 8 and 12 minutes).
 var DefaultRetryPolicy = ExponentialBackoff(time.Second, 10*time.Minute)
