@@ -9,11 +9,13 @@ import (
 	"github.com/srqueue/srq"
 )
 
-// Logging logs one line per delivery with log/slog: at Debug when the task succeeded, at Info when
-// it was handed back (rejected, snoozed, retried), at Warn when it failed for good (permanent).
-// The line carries the queue, task id, partition, attempt, duration and error. A nil logger means
-// slog.Default(), looked up for every delivery so that a later slog.SetDefault applies. Logging
-// does not fail: it returns the error it got from the handler unchanged.
+// Logging logs one line per delivery with log/slog, by what becomes of the task: at Debug when it
+// succeeded; at Info when it goes back to run again (rejected, snoozed, retried, or handed back at
+// shutdown or after a lost lease); at Warn when it goes to the dead letters, for a permanent error
+// or because the delivery was its last attempt. The line carries the queue, task id, partition,
+// attempt, duration, error and, for a rejection that runs again, the delay (retry_in). A nil
+// logger means slog.Default(), looked up for every delivery so that a later slog.SetDefault
+// applies. Logging does not fail: it returns the error it got from the handler unchanged.
 func Logging(logger *slog.Logger) srq.Middleware {
 	return func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
@@ -23,17 +25,24 @@ func Logging(logger *slog.Logger) srq.Middleware {
 			if l == nil {
 				l = slog.Default()
 			}
-			level, msg := slog.LevelDebug, "task done"
+			// The same judgement as Tracing's and Metrics': by the error alone, a task whose last
+			// attempt failed would be logged as going back, and its dead-lettering at no level.
 			var rej *srq.RejectError
-			var perm *srq.PermanentError
-			switch {
-			case err == nil:
-			case errors.As(err, &perm):
+			level, msg := slog.LevelInfo, "task failed"
+			switch outcome(ctx, d, err) {
+			case "done":
+				level, msg = slog.LevelDebug, "task done"
+			case "dead":
 				level, msg = slog.LevelWarn, "task failed permanently"
-			case errors.As(err, &rej):
-				level, msg = slog.LevelInfo, "task handed back"
-			default:
-				level, msg = slog.LevelInfo, "task failed"
+				if !errors.As(err, new(*srq.PermanentError)) {
+					msg = "task failed on its last attempt"
+				}
+			case "handed_back":
+				msg = "task handed back"
+			default: // retry or snooze
+				if errors.As(err, &rej) {
+					msg = "task handed back"
+				}
 			}
 			if l.Enabled(ctx, level) {
 				attrs := []slog.Attr{slog.String("queue", d.Queue), slog.String("task", d.ID),
