@@ -60,8 +60,8 @@ type Config struct {
 	// MaxPayloadBytes is the largest payload Publish accepts. Default 4 MiB.
 	MaxPayloadBytes int
 	// MaxBlock is the longest single wait FetchWait spends blocked in Redis before it looks at its
-	// context again, so it bounds how late a cancellation is noticed. Default 1s; keep it below the
-	// client's ReadTimeout.
+	// context again, so it bounds how late a cancellation is noticed. Default 1s. A wait under a
+	// second is cut to half the client's ReadTimeout, so its reply comes before the read times out.
 	MaxBlock time.Duration
 	// MaxMerge is the most concurrent calls the engine merges into one script call: Ack, Fetch,
 	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Above 1,
@@ -81,6 +81,8 @@ type Engine struct {
 	scriptKeys []string
 	calls      merger // Ack, Fetch and AckFetch calls, merged (merge.go)
 	pubs       merger // Publish calls, merged
+	// shortBlockCap bounds a wait under a second in Redis (blockWoken); 0: no bound.
+	shortBlockCap time.Duration
 }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
@@ -114,7 +116,8 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys()}
+	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys(),
+		shortBlockCap: shortBlockCap(client)}
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
 	return e, nil

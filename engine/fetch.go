@@ -122,6 +122,25 @@ func (e *Engine) FetchWait(ctx context.Context, consumer string, n int, lease, w
 	}
 }
 
+// shortBlockCap is the longest wait blockWoken sends as a fractional BLPOP over client: half of
+// the client's ReadTimeout, so the reply comes before the read times out also across a slow
+// network; 0 when the client has no read timeout or its options are not known.
+func shortBlockCap(client redis.UniversalClient) time.Duration {
+	var rt time.Duration
+	switch c := client.(type) {
+	case interface{ Options() *redis.Options }: // Client, also a failover one
+		rt = c.Options().ReadTimeout
+	case interface{ Options() *redis.ClusterOptions }:
+		rt = c.Options().ReadTimeout
+	case interface{ Options() *redis.RingOptions }:
+		rt = c.Options().ReadTimeout
+	}
+	if rt <= 0 { // go-redis's normalized options: 0 and -1 both mean no read deadline
+		return 0
+	}
+	return max(rt/2, time.Millisecond)
+}
+
 // block waits on the wake-up list for at most d.
 func (e *Engine) block(ctx context.Context, d time.Duration) error {
 	_, err := e.blockWoken(ctx, d)
@@ -129,13 +148,17 @@ func (e *Engine) block(ctx context.Context, d time.Duration) error {
 }
 
 // blockWoken waits on the wake-up list for at most d and reports whether a wake-up came. go-redis
-// sends whole seconds for BLPop, so a shorter wait is sent as a fractional timeout (Redis 6+),
-// which uses the client's ReadTimeout.
+// sends whole seconds for BLPop, so a shorter wait is sent as a fractional timeout (Redis 6+). For
+// that command go-redis does not know it blocks, and reads its reply within the client's
+// ReadTimeout: such a wait is cut to shortBlockCap, and the caller, finding it not woken, waits again.
 func (e *Engine) blockWoken(ctx context.Context, d time.Duration) (bool, error) {
 	var err error
 	if d >= time.Second {
 		err = e.client.BLPop(ctx, d.Truncate(time.Second), e.keys.Wake()).Err()
 	} else {
+		if e.shortBlockCap > 0 {
+			d = min(d, e.shortBlockCap)
+		}
 		secs := strconv.FormatFloat(max(d.Seconds(), 0.001), 'f', 3, 64)
 		err = e.client.Do(ctx, "blpop", e.keys.Wake(), secs).Err()
 	}
