@@ -122,6 +122,7 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		return Stats{}, fmt.Errorf("inspect: stats of %q: %w", queue, err)
 	}
 	s := Stats{Queue: queue, Shards: len(engs), Consumers: []Consumer{}}
+	listedAll := true // every shard listed all of its consumers: their union is the exact count
 	for i, o := range ovs {
 		s.Pending += o.Pending
 		s.InFlight += o.InFlight
@@ -145,7 +146,9 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		c.Requeued += o.Requeued
 		c.Purged += o.Purged
 		c.Trimmed += o.Trimmed
-		s.ConsumerCount += o.ConsumerCount
+		// A worker serves every shard, so it is seen in each: a sum would count it once per shard.
+		s.ConsumerCount = max(s.ConsumerCount, o.ConsumerCount)
+		listedAll = listedAll && o.ConsumerCount <= int64(len(o.Consumers))
 		for _, sc := range o.Consumers {
 			s.Consumers = append(s.Consumers, Consumer{ID: sc.ID, Shard: i, LastSeen: sc.LastSeen})
 		}
@@ -164,6 +167,9 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		seen[c.ID] = true
 		return dup
 	})
+	if listedAll || int64(len(s.Consumers)) > s.ConsumerCount {
+		s.ConsumerCount = int64(len(s.Consumers))
+	}
 	return s, nil
 }
 

@@ -216,3 +216,35 @@ func TestCorruptShardCount(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerCountOverShards: a consumer that serves several shards is counted once, as it is
+// listed once: exactly while every shard lists all it has seen, and above consumersPerShard as the
+// largest shard's count (exact when every consumer serves every shard).
+func TestConsumerCountOverShards(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3)
+	seen := func(consumer string, shards ...int) {
+		t.Helper()
+		for _, i := range shards {
+			if _, err := b.shards[i].Fetch(b.ctx, consumer, 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	seen("everywhere", 0, 1, 2)
+	seen("two", 1, 2)
+	seen("one", 0)
+	s, err := b.in.Stats(b.ctx, b.queue)
+	if err != nil || s.ConsumerCount != 3 || len(s.Consumers) != 3 {
+		t.Fatalf("3 consumers over 3 shards: count %d, listed %+v, %v", s.ConsumerCount, s.Consumers, err)
+	}
+	for i := range consumersPerShard {
+		seen(fmt.Sprintf("w%03d", i), 0, 1, 2)
+	}
+	// 103 consumers; "one" and "two" did not serve every shard, so the largest shard's count, 102,
+	// is what the count can tell without listing them all. A sum would say 306.
+	s, err = b.in.Stats(b.ctx, b.queue)
+	if want := int64(consumersPerShard + 2); err != nil || s.ConsumerCount != want {
+		t.Fatalf("103 consumers, 100 of them on every shard: count %d, want %d, %v", s.ConsumerCount, want, err)
+	}
+}

@@ -67,7 +67,11 @@ type Stats struct {
 	// Consumers are the most recently seen consumers, newest first, at most 100 per shard; ones not
 	// seen for an hour are forgotten.
 	Consumers []Consumer `json:"consumers"`
-	// ConsumerCount counts the consumers seen within the last hour (up to 10,000 per shard).
+	// ConsumerCount counts the consumers seen within the last hour (up to 10,000 per shard). Over
+	// several shards a consumer that served more than one counts once: the count is exact while
+	// each shard has seen at most 100, and above that the largest of the shards' counts and the
+	// number of distinct consumers listed, which is exact when every consumer serves every shard,
+	// as workers do.
 	ConsumerCount int64 `json:"consumer_count"`
 	// ServerTime is the Redis server's clock when the stats were read (the latest over the shards).
 	ServerTime time.Time `json:"server_time"`
