@@ -33,14 +33,17 @@ Commands:
   stats                        sizes, counters, consumers of --queue
   partitions                   top partitions: --by depth|age|paused, --limit N
   inflight                     leased tasks, earliest deadline first: --offset N, --limit N
-  dead list                    dead letters, newest first: --partition P, --base, --error S, --limit N, --cursor C
+  dead list                    dead letters, newest first: --partition P, --base, --error S, --limit N, --cursor C,
+                               --window N (letters looked at per shard when filtering)
   dead requeue <id>...         move dead letters back to pending; or --all, or a filter (--partition/--base/--error)
   dead purge <id>...           delete dead letters; same selection as requeue
-  pause [--partition P]        pause one partition, or (without --partition) the whole queue
-  resume [--partition P]       resume one partition, or the whole queue
+  pause [--partition P|--base] pause one partition (--base: the base partition), or the whole queue
+  resume [--partition P|--base] resume one partition, or the whole queue
   task <id>                    one task's record
   watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr, --read-only
+
+A partition is named as stored: an ordered partition's key starts with "!" (--partition '!42').
 
 Global flags (also accepted after the command):
   --redis-url URL   Redis to connect to (default $REDIS_URL, else redis://127.0.0.1:6379)
