@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
@@ -625,13 +626,22 @@ func (p *pool) acked(js []*job, errs []error, err error) {
 	}
 }
 
-// extendLoop extends the leases of every held task every Lease/3. A task whose lease is refused
-// has its context cancelled with ErrLeaseLost; one whose lease cannot be extended in time (Redis
-// unreachable) is cancelled by its timer at the deadline.
+// extendLoop extends the leases of every held task every Lease/3, one call per shard, the shards
+// at once. A task whose lease is refused has its context cancelled with ErrLeaseLost; one whose
+// lease cannot be extended in time (Redis unreachable) is cancelled by its timer at the deadline.
+// A shard whose last call is still under way is left out of a round rather than waited for: a
+// node that does not answer holds its call up to the client's timeouts, which may be longer than
+// what is left of the other shards' leases.
 func (p *pool) extendLoop(ctx context.Context) error {
 	w := p.w
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := map[*engine.Engine]*atomic.Bool{}
+	for _, eng := range w.shards.engines {
+		busy[eng] = new(atomic.Bool)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -645,7 +655,15 @@ func (p *pool) extendLoop(ctx context.Context) error {
 		}
 		w.mu.Unlock()
 		for eng, js := range byShard(all) {
-			p.extend(ctx, eng, js)
+			if !busy[eng].CompareAndSwap(false, true) {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer busy[eng].Store(false)
+				p.extend(ctx, eng, js)
+			}()
 		}
 	}
 }

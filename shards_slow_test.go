@@ -1,0 +1,118 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
+)
+
+// slowShard is a go-redis hook that makes the calls of some scripts on one shard's keys hang for
+// hang and then fail, as calls to a cluster node that stopped answering do (a read timeout).
+type slowShard struct {
+	processHookOnly
+	shas scriptSet
+	base string // the shard's key prefix
+	hang time.Duration
+	hit  chan struct{} // when not nil, signalled (without blocking) as a call starts to hang
+}
+
+func (h *slowShard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.shas.runs(cmd) && h.onShard(cmd) {
+			if h.hit != nil {
+				select {
+				case h.hit <- struct{}{}:
+				default:
+				}
+			}
+			t := time.NewTimer(h.hang)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			err := errors.New("injected: i/o timeout")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *slowShard) onShard(cmd redis.Cmder) bool {
+	for _, a := range cmd.Args() {
+		if s, ok := a.(string); ok && strings.HasPrefix(s, h.base) {
+			return true
+		}
+	}
+	return false
+}
+
+// partitionOn returns a partition key (ordered or not) that lives in shard i of n.
+func partitionOn(i, n int, ordered bool) (name string) {
+	for k := 0; ; k++ {
+		name = fmt.Sprintf("p%d", k)
+		key := partition.Key(name)
+		if ordered {
+			key = partition.Ordered(name)
+		}
+		if engine.ShardOf(key, n) == i {
+			return name
+		}
+	}
+}
+
+// TestSlowShardKeepsOtherShardsLeases: on a queue of two shards whose shard 0 stops answering
+// (every extend.lua call on it hangs longer than a lease, then fails), a long handler of a task of
+// shard 1, whose Redis answers, must keep its lease: its context must not end.
+func TestSlowShardKeepsOtherShardsLeases(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[string](t, srq.QueueConfig{Shards: 2})
+	const lease = 300 * time.Millisecond
+	c.AddHook(&slowShard{shas: scriptSHAs(t, "extend"), base: q.Shards()[0].Keys().Base(), hang: 4 * lease})
+	for i, name := range []string{"slow", "healthy"} {
+		if _, err := q.Publish(ctx, name, &srq.PublishOpts{ID: name, Partition: partitionOn(i, 2, false)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	ended := map[string]error{} // the cause its context ended with, nil if it ran to the end
+	done := make(chan struct{}, 2)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, task *srq.Task[string]) error {
+		defer func() { done <- struct{}{} }()
+		t := time.NewTimer(5 * lease)
+		defer t.Stop()
+		var cause error
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		}
+		mu.Lock()
+		ended[task.Value] = cause
+		mu.Unlock()
+		return cause
+	}), srq.WorkerConfig{Concurrency: 2, Lease: lease, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	<-done
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if err := ended["healthy"]; err != nil {
+		t.Errorf("the handler of the task on the healthy shard lost its context: %v", err)
+	}
+}
