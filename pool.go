@@ -35,13 +35,13 @@ type job struct {
 // pool is one Run's machinery: the loops share the worker and these channels.
 type pool struct {
 	w         *Worker
-	slots     chan struct{}   // one per task the worker may hold, fetched or running
-	turn      chan struct{}   // a token per fetch that may be taking slots and fetching at once (1, or 2 on one shard)
-	acks      *ackQueue       // jobs to ack, sent along with a fetch or batched by ackLoop
-	stopping  <-chan struct{} // closed when Run's context ends
-	base      context.Context // outlives Run's context: acks and hand-backs still go out at shutdown
-	stopAt    atomic.Int64    // unix ns when every handler had returned (stop); 0 before
-	inHandler atomic.Int32    // handlers running now (call), not counting their settling calls
+	slots     chan struct{}                // one per task the worker may hold, fetched or running
+	turn      chan struct{}                // a token per fetch that may be taking slots and fetching at once (1, or 2 on one shard)
+	acks      map[*engine.Engine]*ackQueue // per shard: jobs to ack, sent along with a fetch or batched by ackLoop
+	stopping  <-chan struct{}              // closed when Run's context ends
+	base      context.Context              // outlives Run's context: acks and hand-backs still go out at shutdown
+	stopAt    atomic.Int64                 // unix ns when every handler had returned (stop); 0 before
+	inHandler atomic.Int32                 // handlers running now (call), not counting their settling calls
 }
 
 func (p *pool) settleCtx(base context.Context) (context.Context, context.CancelFunc) {
@@ -150,7 +150,7 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 	ride := func(on bool) {
 		if rides && riding != on {
 			riding = on
-			p.acks.ride(on)
+			p.acks[eng].ride(on)
 		}
 	}
 	defer ride(false)
@@ -263,9 +263,8 @@ func (p *pool) grabSlots(max int) int {
 }
 
 // acksRide says whether the fetchers take the queued acks along with their fetches: on a queue of
-// one shard. With several, the queue holds other shards' acks too, which a fetch would have to
-// leave behind: the acker sends them all, one call per shard at once, so a slow node never holds
-// up a fetch.
+// one shard. With several, the fetchers of the shards take turns, so a shard's acks would wait
+// for its fetcher's turn: each shard's acker sends them, so a slow node never holds up a fetch.
 func (p *pool) acksRide() bool { return len(p.w.shards.engines) == 1 }
 
 // fetch leases up to n tasks from eng, taking the queued acks along in the same call when acks
@@ -274,7 +273,7 @@ func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.D
 	w := p.w
 	var mine []*job
 	if p.acksRide() {
-		mine = p.acks.take()
+		mine = p.acks[eng].take()
 	}
 	if len(mine) == 0 {
 		return eng.FetchNext(ctx, w.consumer, n, w.cfg.Lease)
@@ -287,7 +286,7 @@ func (p *pool) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine.D
 		return nil, 0, err
 	case err != nil && transient(err):
 		// The tasks are still held: the acker sends their acks again, with its pauses (ack).
-		p.acks.retry(mine)
+		p.acks[eng].retry(mine)
 	default:
 		p.acked(mine, errs, err)
 	}
@@ -433,7 +432,7 @@ func (p *pool) settle(j *job, err error) afterSettle {
 	w := p.w
 	if err == nil {
 		// Queued before its slot is freed: a fetcher that takes the slot finds the ack (ackQueue).
-		p.acks.put(j)
+		p.acks[j.eng].put(j)
 		p.freeSlot(j)
 		return runRest
 	}
@@ -556,37 +555,41 @@ func (p *pool) logSettle(op string, j *job, err error, errs []error) {
 // maxAckBatch is the most acks sent in one call.
 const maxAckBatch = 256
 
-// ackLoop acks the jobs no fetch takes along, whatever is queued (up to maxAckBatch) in one call.
-// It ends when the queue is closed and drained.
-func (p *pool) ackLoop() error {
-	for {
-		batch, ok := p.acks.next(maxAckBatch)
-		if !ok {
-			return nil
-		}
-		p.ackShards(batch)
+// newAckQueues returns an ack queue for each shard.
+func newAckQueues(engines []*engine.Engine) map[*engine.Engine]*ackQueue {
+	m := make(map[*engine.Engine]*ackQueue, len(engines))
+	for _, eng := range engines {
+		m[eng] = newAckQueue()
+	}
+	return m
+}
+
+// closeAcks closes every shard's ack queue: every handler has ended, no more acks come.
+func (p *pool) closeAcks() {
+	for _, q := range p.acks {
+		q.close()
 	}
 }
 
-// ackShards acks batch, one call per shard; the shards live on different nodes of a cluster, so
-// at once.
-func (p *pool) ackShards(batch []*job) {
-	groups := byShard(batch)
-	if len(groups) == 1 {
-		for eng, group := range groups {
-			p.ack(eng, group)
-		}
-		return
+// ackLoop acks the jobs no fetch takes along, whatever is queued (up to maxAckBatch) in one call,
+// with an acker for each shard: the shards live on different nodes of a cluster, and a node that
+// does not answer, whose acks are sent again for up to a Lease, must not hold up the others' acks
+// (nor so the ordered partitions those acks release). They end when their queues are closed and
+// drained.
+func (p *pool) ackLoop() error {
+	var g errgroup.Group
+	for eng, q := range p.acks {
+		g.Go(func() error {
+			for {
+				batch, ok := q.next(maxAckBatch)
+				if !ok {
+					return nil
+				}
+				p.ack(eng, batch)
+			}
+		})
 	}
-	var wg sync.WaitGroup
-	for eng, group := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.ack(eng, group)
-		}()
-	}
-	wg.Wait()
+	return g.Wait()
 }
 
 // ack acks jobs of one shard in one call, sent again while it fails in a way that may pass

@@ -116,3 +116,57 @@ func TestSlowShardKeepsOtherShardsLeases(t *testing.T) {
 		t.Errorf("the handler of the task on the healthy shard lost its context: %v", err)
 	}
 }
+
+// TestSlowShardDoesNotHoldUpOtherShardsAcks: on a queue of two shards whose shard 0 stops
+// answering acks (every ack.lua call on it hangs, then fails), the tasks of an ordered partition of
+// shard 1, whose Redis answers, must go on one after another: each is published by the handler of
+// the one before, and fetched once that one's ack released the partition. Shard 0 meanwhile has a
+// steady trickle of tasks whose handlers succeed, so its acks keep failing.
+func TestSlowShardDoesNotHoldUpOtherShardsAcks(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{Shards: 2})
+	const lease = 2 * time.Second
+	slowAcks := &slowShard{shas: scriptSHAs(t, "ack"), base: q.Shards()[0].Keys().Base(), hang: 100 * time.Millisecond,
+		hit: make(chan struct{}, 1)}
+	c.AddHook(slowAcks)
+	slow, ordered := partitionOn(0, 2, false), partitionOn(1, 2, true)
+	const steps = 5
+	orderedDone := make(chan int, steps)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, task *srq.Task[int]) error {
+		if task.Value < 0 { // shard 0: a trickle of tasks whose acks fail
+			time.Sleep(20 * time.Millisecond)
+			_, err := q.Publish(ctx, -1, &srq.PublishOpts{Partition: slow})
+			return err
+		}
+		orderedDone <- task.Value
+		if task.Value+1 < steps {
+			_, err := q.Publish(ctx, task.Value+1, &srq.PublishOpts{Partition: ordered, Ordered: true})
+			return err
+		}
+		return nil
+	}), srq.WorkerConfig{Concurrency: 4, Lease: lease, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Publish(ctx, -1, &srq.PublishOpts{Partition: slow}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	<-slowAcks.hit // shard 0's acks fail from now on
+	if _, err := q.Publish(ctx, 0, &srq.PublishOpts{Partition: ordered, Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	timeout := time.After(lease) // with shard 0 answering, the five take a few ms
+	for i := range steps {
+		select {
+		case v := <-orderedDone:
+			if v != i {
+				t.Fatalf("ordered task %d ran as number %d", v, i)
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d ordered tasks on the healthy shard ran in %v", i, steps, time.Since(start))
+		}
+	}
+}

@@ -172,7 +172,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		slots <- struct{}{}
 	}
 	units := make(chan []*job, capacity)
-	acks := newAckQueue()
 	handlersDone := make(chan struct{})
 	// One shard gets two fetchers, so one fetch is under way while the other's tasks are handed out
 	// (fetchLoop); the fetchers of several shards take turns, one fetching at a time.
@@ -180,7 +179,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if len(w.shards.engines) == 1 {
 		fetchersPerShard = 2
 	}
-	p := &pool{w: w, slots: slots, turn: make(chan struct{}, fetchersPerShard), acks: acks, stopping: ctx.Done(), base: base}
+	p := &pool{w: w, slots: slots, turn: make(chan struct{}, fetchersPerShard), acks: newAckQueues(w.shards.engines), stopping: ctx.Done(), base: base}
 
 	var handlers errgroup.Group
 	handlers.Go(func() error {
@@ -231,8 +230,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	err := handlers.Wait()
 	close(handlersDone)
-	p.stop()     // the extender stops next: acks failing from now on are retried only briefly
-	acks.close() // every handler has ended: no more acks come
+	p.stop()      // the extender stops next: acks failing from now on are retried only briefly
+	p.closeAcks() // every handler has ended: no more acks come
 	stopLoops()
 	return errors.Join(err, loops.Wait())
 }
@@ -268,7 +267,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	defer stopHandlers(nil)
 	stopAfter := context.AfterFunc(ctx, func() { stopHandlers(ErrShutdown) })
 	defer stopAfter()
-	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: newAckQueue(),
+	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: newAckQueues(w.shards.engines),
 		stopping: ctx.Done(), base: base}
 	units := make(chan []*job, capacity)
 	for _, u := range p.group(ds, engs, handlerCtx) {
@@ -299,7 +298,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	close(handlersDone)
 	<-handBacks
 	p.stop()
-	p.acks.close()
+	p.closeAcks()
 	stopLoops()
 	return len(ds), errors.Join(fetchErr, err, loops.Wait())
 }
