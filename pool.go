@@ -706,20 +706,33 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 	}
 }
 
-// recoverLoop returns expired leases, of any consumer, every RecoverInterval.
+// recoverLoop returns expired leases, of any consumer, every RecoverInterval, the shards at once.
+// A shard whose last call is still under way is left out of a round rather than waited for, as
+// in extendLoop: a node that does not answer must not hold up the others' recovery.
 func (p *pool) recoverLoop(ctx context.Context) error {
 	w := p.w
 	t := time.NewTicker(w.cfg.RecoverInterval)
 	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make([]atomic.Bool, len(w.shards.engines))
 	for {
-		for _, eng := range w.shards.engines {
-			r, err := eng.RecoverAll(ctx)
-			if err != nil && ctx.Err() == nil {
-				w.log.Error("recovery failed", "queue", eng.Config().Queue, "err", err)
-			} else if r.Returned+r.DeadLettered > 0 {
-				w.log.Info("recovered expired leases", "queue", eng.Config().Queue,
-					"returned", r.Returned, "dead_lettered", r.DeadLettered)
+		for i, eng := range w.shards.engines {
+			if !busy[i].CompareAndSwap(false, true) {
+				continue
 			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer busy[i].Store(false)
+				r, err := eng.RecoverAll(ctx)
+				if err != nil && ctx.Err() == nil {
+					w.log.Error("recovery failed", "queue", eng.Config().Queue, "err", err)
+				} else if r.Returned+r.DeadLettered > 0 {
+					w.log.Info("recovered expired leases", "queue", eng.Config().Queue,
+						"returned", r.Returned, "dead_lettered", r.DeadLettered)
+				}
+			}()
 		}
 		select {
 		case <-ctx.Done():

@@ -170,3 +170,39 @@ func TestSlowShardDoesNotHoldUpOtherShardsAcks(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowShardDoesNotHoldUpOtherShardsRecovery: on a queue of two shards whose shard 0 stops
+// answering recoveries (every recover.lua call on it hangs, then fails), a task of shard 1 whose
+// consumer died (its lease expired) must be recovered and run within a few RecoverIntervals.
+func TestSlowShardDoesNotHoldUpOtherShardsRecovery(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{Shards: 2})
+	const hang, interval = 5 * time.Second, 50 * time.Millisecond
+	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "orphan", Partition: partitionOn(1, 2, false)}); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer that dies right after its fetch: its lease expires.
+	if ds, err := q.Shards()[1].Fetch(ctx, "dead", 1, 10*time.Millisecond); err != nil || len(ds) != 1 {
+		t.Fatalf("fetch: %v, %v", ds, err)
+	}
+	c.AddHook(&slowShard{shas: scriptSHAs(t, "recover"), base: q.Shards()[0].Keys().Base(), hang: hang})
+	ran := make(chan struct{}, 1)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+		ran <- struct{}{}
+		return nil
+	}), srq.WorkerConfig{RecoverInterval: interval, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	runWorker(t, w)
+	select {
+	case <-ran:
+		if d := time.Since(start); d > hang/2 {
+			t.Fatalf("the orphaned task of the healthy shard ran after %v (RecoverInterval %v)", d, interval)
+		}
+	case <-ctx.Done():
+		t.Fatal("the orphaned task did not run")
+	}
+}
