@@ -155,20 +155,31 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 	}
 	defer ride(false)
 	for {
+		// After a failed fetch the shard is probed: one slot, taken outside the turns. A node that
+		// does not answer holds a call up to the client's timeouts (and go-redis's retries), and a
+		// fetch of it holding the turn and every free slot would stall the other shards' fetches as
+		// long: it does so at most once, for the call that found it failing.
+		probe := shard.probing()
 		ride(true)
-		select {
-		case <-ctx.Done():
-			return nil
-		case p.turn <- struct{}{}:
+		if !probe {
+			select {
+			case <-ctx.Done():
+				return nil
+			case p.turn <- struct{}{}:
+			}
 		}
 		select {
 		case <-ctx.Done():
-			<-p.turn
+			if !probe {
+				<-p.turn
+			}
 			return nil
 		case <-p.slots:
 		}
-		ds, nextDue, err := p.fetchFree(ctx, shard)
-		<-p.turn
+		ds, nextDue, err := p.fetchFree(ctx, shard, probe)
+		if !probe {
+			<-p.turn
+		}
 		if err == nil && len(ds) == 0 {
 			ride(false)
 			wait := w.cfg.PollWait
@@ -218,11 +229,15 @@ func (p *pool) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, sha
 // gives back those the fetch found no task for. A fetch that begins while the shard's other
 // fetcher's is under way first waits until it holds half of all slots, or the other returns (and
 // then takes what is free), or ctx ends: both calls in flight stay large, rather than this one
-// taking what is free at once.
-func (p *pool) fetchFree(ctx context.Context, shard *shardFetchers) ([]engine.Delivery, time.Duration, error) {
-	n := 1 + p.grabSlots(cap(p.slots)-1)
-	if other := shard.begin(); other != nil {
-		n = p.waitSlots(ctx, other, n)
+// taking what is free at once. A probe fetches for the one slot it holds.
+func (p *pool) fetchFree(ctx context.Context, shard *shardFetchers, probe bool) ([]engine.Delivery, time.Duration, error) {
+	n := 1
+	other := shard.begin()
+	if !probe {
+		n += p.grabSlots(cap(p.slots) - 1)
+		if other != nil {
+			n = p.waitSlots(ctx, other, n)
+		}
 	}
 	ds, nextDue, err := p.fetch(ctx, shard.eng, n)
 	for i := len(ds); i < n; i++ {

@@ -38,6 +38,13 @@ func (s *shardFetchers) failed() time.Duration {
 	return s.backoff
 }
 
+// probing says whether the shard's last fetch failed: its next fetch is a probe (fetchLoop).
+func (s *shardFetchers) probing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.backoff > 0
+}
+
 // succeeded resets the backoff after a fetch that did not fail.
 func (s *shardFetchers) succeeded() {
 	s.mu.Lock()

@@ -206,3 +206,44 @@ func TestSlowShardDoesNotHoldUpOtherShardsRecovery(t *testing.T) {
 		t.Fatal("the orphaned task did not run")
 	}
 }
+
+// TestSlowShardDoesNotHoldUpOtherShardsFetches: on a queue of two shards whose shard 0 stops
+// answering (every fetch.lua call on it hangs, then fails), a task published to shard 1, whose
+// Redis answers, runs while shard 0's calls hang, not after them. The call that finds shard 0
+// failing holds the free slots until it fails (the worker cannot know it will); from then on shard
+// 0 is probed with one slot, outside the fetchers' turns.
+func TestSlowShardDoesNotHoldUpOtherShardsFetches(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{Shards: 2})
+	const hang = 2 * time.Second
+	slow := &slowShard{shas: scriptSHAs(t, "fetch", "ack_fetch"), base: q.Shards()[0].Keys().Base(), hang: hang,
+		hit: make(chan struct{}, 1)}
+	c.AddHook(slow)
+	ran := make(chan time.Time, 10)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+		ran <- time.Now()
+		return nil
+	}), srq.WorkerConfig{Concurrency: 4, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	healthy := partitionOn(1, 2, false)
+	<-slow.hit // the first call of shard 0 hangs, holding every free slot
+	for i := range 3 {
+		<-slow.hit // a probe of shard 0 is hanging now
+		start := time.Now()
+		if _, err := q.Publish(ctx, i, &srq.PublishOpts{Partition: healthy}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case at := <-ran:
+			if d := at.Sub(start); d > hang/2 {
+				t.Fatalf("task %d of the healthy shard ran %v after its publish (shard 0's fetches hang %v)", i, d, hang)
+			}
+		case <-ctx.Done():
+			t.Fatal("the task did not run")
+		}
+	}
+}
