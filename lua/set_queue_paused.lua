@@ -12,8 +12,11 @@ local now = now_ms()
 if ARGV[2] == '1' then
   redis.call('SET', K_QPAUSE, now, 'NX')
 elseif redis.call('DEL', K_QPAUSE) == 1 then
-  -- Wake sleepers for the partitions that are ready.
-  wakes = redis.call('ZCARD', K_READY)
+  -- Wake sleepers for the partitions that are ready, and for those whose delayed work fell due
+  -- during the pause: a fetch of a paused queue reports no due time (-1), so no sleeper waits for
+  -- it. When scheduled work is still ahead, wake one, whose fetch learns when it is due.
+  wakes = redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_SCHED, '-inf', int(now))
+  if wakes == 0 and redis.call('EXISTS', K_SCHED) == 1 then wakes = 1 end
 end
 finish()
 return OK
