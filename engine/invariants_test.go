@@ -15,25 +15,25 @@ import (
 	"github.com/srqueue/srq/partition"
 )
 
-// TestAuditTimed runs random operations in real (server) time, with short delays and leases, so
+// TestInvariantsInServerTime runs random operations in real (server) time, with short delays and leases, so
 // that delayed tasks fall due, blocks from rejects expire and leases expire and are recovered, which
 // TestModel (time stands still) never sees. After every step it derives what must hold from the
 // queue's own keys: each partition is in ready, in sched at exactly its due time, or in neither
 // exactly when it is empty, paused or held; depth, heads, levels, leases, held sets and the pending
 // counter agree with the pending sets; ordered tasks keep their available-at and sequence except on
 // requeue. Each fetch is checked for order inside ordered partitions, exclusivity and growing tokens;
-// each settle for the result the lease state before it implies. SRQ_AUDIT_SEED replays a run.
-func TestAuditTimed(t *testing.T) {
+// each settle for the result the lease state before it implies. SRQ_INVARIANTS_SEED replays a run.
+func TestInvariantsInServerTime(t *testing.T) {
 	t.Parallel()
 	seed := rand.Uint64()
-	if s := os.Getenv("SRQ_AUDIT_SEED"); s != "" {
+	if s := os.Getenv("SRQ_INVARIANTS_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	steps := 400
 	if testing.Short() {
 		steps = 100
 	}
-	if s := os.Getenv("SRQ_AUDIT_STEPS"); s != "" {
+	if s := os.Getenv("SRQ_INVARIANTS_STEPS"); s != "" {
 		steps, _ = strconv.Atoi(s)
 	}
 	t.Logf("seed %d", seed)
@@ -44,48 +44,48 @@ func TestAuditTimed(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			t.Cleanup(cancel)
 			b.ctx = ctx
-			parts := auditParts
+			parts := invParts
 			if i == 2 { // ordered only: long runs, rejects inside runs
-				parts = auditParts[:2]
+				parts = invParts[:2]
 			}
-			r := &auditRun{b: b, parts: parts, rng: rand.New(rand.NewPCG(seed, uint64(i))), snap: map[string]auditKey{}}
+			r := &invRun{b: b, parts: parts, rng: rand.New(rand.NewPCG(seed, uint64(i))), snap: map[string]invKey{}}
 			r.run(steps)
 		})
 	}
 }
 
 var (
-	auditParts = []partition.Key{"!a", "!b", "!c", "x", "y", partition.Base}
-	auditPrios = []int{0, 0, 0, 3, -2}
+	invParts = []partition.Key{"!a", "!b", "!c", "x", "y", partition.Base}
+	invPrios = []int{0, 0, 0, 3, -2}
 )
 
-type auditKey struct{ r, t, s string }
+type invKey struct{ r, t, s string }
 
-type auditRun struct {
+type invRun struct {
 	b        *bundle
 	parts    []partition.Key
 	rng      *rand.Rand
 	live     []Delivery
-	snap     map[string]auditKey // ordered tasks: priority, available-at, sequence as published
+	snap     map[string]invKey // ordered tasks: priority, available-at, sequence as published
 	maxToken Token
 	log      []string
 }
 
-func (r *auditRun) logf(format string, args ...any) {
+func (r *invRun) logf(format string, args ...any) {
 	r.log = append(r.log, fmt.Sprintf(format, args...))
 	if len(r.log) > 40 {
 		r.log = r.log[1:]
 	}
 }
 
-func (r *auditRun) fatalf(format string, args ...any) {
+func (r *invRun) fatalf(format string, args ...any) {
 	r.b.t.Helper()
 	r.b.t.Fatalf("%s\nlast operations:\n  %s", fmt.Sprintf(format, args...), strings.Join(r.log, "\n  "))
 }
 
-func (r *auditRun) nowMs() int64 { return r.b.serverNow().UnixMilli() }
+func (r *invRun) nowMs() int64 { return r.b.serverNow().UnixMilli() }
 
-func (r *auditRun) run(steps int) {
+func (r *invRun) run(steps int) {
 	for i := range steps {
 		switch k := r.rng.IntN(100); {
 		case k < 22:
@@ -122,12 +122,12 @@ func (r *auditRun) run(steps int) {
 	r.drain()
 }
 
-func (r *auditRun) opPublish() {
+func (r *invRun) opPublish() {
 	b := r.b
 	n := 1 + r.rng.IntN(4)
 	msgs := make([]Message, n)
 	for i := range msgs {
-		m := Message{Partition: r.parts[r.rng.IntN(len(r.parts))], Priority: auditPrios[r.rng.IntN(len(auditPrios))]}
+		m := Message{Partition: r.parts[r.rng.IntN(len(r.parts))], Priority: invPrios[r.rng.IntN(len(invPrios))]}
 		if r.rng.IntN(4) > 0 {
 			m.ID = "t" + strconv.Itoa(r.rng.IntN(150))
 		}
@@ -157,7 +157,7 @@ func (r *auditRun) opPublish() {
 }
 
 // snapshot records an ordered task's priority, available-at and sequence.
-func (r *auditRun) snapshot(id string) {
+func (r *invRun) snapshot(id string) {
 	f, err := r.b.client.HMGet(r.b.ctx, r.b.eng.Keys().Task(id), "p", "r", "t", "s").Result()
 	if err != nil {
 		r.fatalf("snapshot %s: %v", id, err)
@@ -173,11 +173,11 @@ func (r *auditRun) snapshot(id string) {
 	if rr == "" {
 		rr = "0"
 	}
-	r.snap[id] = auditKey{rr, tt, ss}
+	r.snap[id] = invKey{rr, tt, ss}
 }
 
 // leaseOf returns the current token of id's lease ("" when none) and whether its record exists.
-func (r *auditRun) leaseOf(id string) (string, bool) {
+func (r *invRun) leaseOf(id string) (string, bool) {
 	b := r.b
 	v, err := b.client.HGet(b.ctx, b.eng.Keys().Leases(), id).Result()
 	if err != nil {
@@ -191,7 +191,7 @@ func (r *auditRun) leaseOf(id string) (string, bool) {
 }
 
 // expectSettle is the result of settling rc as the only item naming its task.
-func (r *auditRun) expectSettle(rc Receipt) error {
+func (r *invRun) expectSettle(rc Receipt) error {
 	tok, exists := r.leaseOf(rc.ID)
 	switch {
 	case !exists:
@@ -202,7 +202,7 @@ func (r *auditRun) expectSettle(rc Receipt) error {
 	return nil
 }
 
-func (r *auditRun) pickLive(k int) []Delivery {
+func (r *invRun) pickLive(k int) []Delivery {
 	if len(r.live) == 0 {
 		return nil
 	}
@@ -217,7 +217,7 @@ func (r *auditRun) pickLive(k int) []Delivery {
 	return out
 }
 
-func (r *auditRun) opFetch() {
+func (r *invRun) opFetch() {
 	b := r.b
 	consumer := "c" + strconv.Itoa(r.rng.IntN(3))
 	n := 1 + r.rng.IntN(4)
@@ -276,7 +276,7 @@ func (r *auditRun) opFetch() {
 					r.fatalf("fetched %s was not pending", d.ID)
 				}
 				for _, y := range after.pending[p] {
-					if y.t <= nowBefore && auditBefore(y, x) {
+					if y.t <= nowBefore && invBefore(y, x) {
 						r.fatalf("fetch of %s handed out %s, but available %s comes first (%+v vs %+v)", p, x.id, y.id, *y, *x)
 					}
 				}
@@ -294,19 +294,19 @@ func (r *auditRun) opFetch() {
 		if before.meta[p]["ps"] != "" {
 			r.fatalf("fetch served paused %s", p)
 		}
-		var prev *auditTask
+		var prev *invTask
 		for _, d := range run {
 			tk := before.tasks[d.ID]
 			if tk == nil {
 				r.fatalf("fetched %s was not pending", d.ID)
 			}
-			if prev != nil && !auditBefore(prev, tk) {
+			if prev != nil && !invBefore(prev, tk) {
 				r.fatalf("run of %s out of order: %s before %s", p, prev.id, tk.id)
 			}
 			prev = tk
 		}
 		for _, y := range after.pending[p] {
-			if y.t <= nowBefore && auditBefore(y, prev) {
+			if y.t <= nowBefore && invBefore(y, prev) {
 				r.fatalf("fetch of %s handed out %s, but available %s comes first (%+v vs %+v)", p, prev.id, y.id, *y, *prev)
 			}
 		}
@@ -329,7 +329,7 @@ func receiptStrings(rs []Receipt) []string {
 
 // ackExpect returns the receipts of ds and the result each ack must have: a repeat of an id the
 // call acked already finds it gone.
-func (r *auditRun) ackExpect(ds []Delivery) ([]Receipt, []error) {
+func (r *invRun) ackExpect(ds []Delivery) ([]Receipt, []error) {
 	rs := make([]Receipt, len(ds))
 	want := make([]error, len(ds))
 	done := map[string]bool{}
@@ -347,7 +347,7 @@ func (r *auditRun) ackExpect(ds []Delivery) ([]Receipt, []error) {
 	return rs, want
 }
 
-func (r *auditRun) opAck() {
+func (r *invRun) opAck() {
 	b := r.b
 	ds := r.pickLive(1 + r.rng.IntN(3))
 	if ds == nil {
@@ -366,7 +366,7 @@ func (r *auditRun) opAck() {
 	}
 }
 
-func (r *auditRun) opReject() {
+func (r *invRun) opReject() {
 	b := r.b
 	ds := r.pickLive(1 + r.rng.IntN(2))
 	if ds == nil {
@@ -401,7 +401,7 @@ func (r *auditRun) opReject() {
 	}
 }
 
-func (r *auditRun) opExtend() {
+func (r *invRun) opExtend() {
 	b := r.b
 	ds := r.pickLive(1 + r.rng.IntN(2))
 	if ds == nil {
@@ -425,7 +425,7 @@ func (r *auditRun) opExtend() {
 	}
 }
 
-func (r *auditRun) opKill() {
+func (r *invRun) opKill() {
 	b := r.b
 	ds := r.pickLive(1)
 	if ds == nil {
@@ -443,7 +443,7 @@ func (r *auditRun) opKill() {
 	}
 }
 
-func (r *auditRun) opRecover() {
+func (r *invRun) opRecover() {
 	rec, err := r.b.eng.RecoverAll(r.b.ctx)
 	if err != nil {
 		r.fatalf("recover: %v", err)
@@ -451,12 +451,12 @@ func (r *auditRun) opRecover() {
 	r.logf("recover -> %+v", rec)
 }
 
-func (r *auditRun) deadIDs() []string {
+func (r *invRun) deadIDs() []string {
 	ids, _ := r.b.client.ZRange(r.b.ctx, r.b.eng.Keys().Dead(), 0, -1).Result()
 	return ids
 }
 
-func (r *auditRun) opRequeue() {
+func (r *invRun) opRequeue() {
 	dead := r.deadIDs()
 	if len(dead) == 0 {
 		return
@@ -477,7 +477,7 @@ func (r *auditRun) opRequeue() {
 	}
 }
 
-func (r *auditRun) opPurge() {
+func (r *invRun) opPurge() {
 	dead := r.deadIDs()
 	if len(dead) == 0 {
 		return
@@ -491,7 +491,7 @@ func (r *auditRun) opPurge() {
 	r.logf("purge %s", id)
 }
 
-func (r *auditRun) opPause() {
+func (r *invRun) opPause() {
 	p := r.parts[r.rng.IntN(len(r.parts))]
 	var err error
 	if r.rng.IntN(2) == 0 {
@@ -506,7 +506,7 @@ func (r *auditRun) opPause() {
 	}
 }
 
-func (r *auditRun) opQueuePause() {
+func (r *invRun) opQueuePause() {
 	var err error
 	if r.rng.IntN(2) == 0 {
 		err = r.b.eng.PauseQueue(r.b.ctx)
@@ -520,7 +520,7 @@ func (r *auditRun) opQueuePause() {
 	}
 }
 
-func (r *auditRun) opLimit() {
+func (r *invRun) opLimit() {
 	p := partition.Key([]string{"x", "y"}[r.rng.IntN(2)])
 	n := r.rng.IntN(3)
 	if err := r.b.eng.SetConcurrency(r.b.ctx, p, n); err != nil {
@@ -529,15 +529,15 @@ func (r *auditRun) opLimit() {
 	r.logf("limit %s %d", p, n)
 }
 
-// auditTask is a pending task as its pending set holds it.
-type auditTask struct {
+// invTask is a pending task as its pending set holds it.
+type invTask struct {
 	id   string
 	prio int
 	t    int64
 	seq  string
 }
 
-func auditBefore(a, b *auditTask) bool {
+func invBefore(a, b *invTask) bool {
 	if a.prio != b.prio {
 		return a.prio > b.prio
 	}
@@ -547,9 +547,9 @@ func auditBefore(a, b *auditTask) bool {
 	return a.seq < b.seq
 }
 
-type auditState struct {
-	pending  map[string][]*auditTask
-	tasks    map[string]*auditTask // every pending task
+type invState struct {
+	pending  map[string][]*invTask
+	tasks    map[string]*invTask // every pending task
 	held     map[string][]string
 	meta     map[string]map[string]string
 	ready    map[string]float64
@@ -565,7 +565,7 @@ type auditState struct {
 	records  map[string]map[string]string
 }
 
-func (s auditState) heldBy(p string) []string {
+func (s invState) heldBy(p string) []string {
 	var out []string
 	for id, v := range s.leases {
 		if s.records[id]["p"] == p {
@@ -575,10 +575,10 @@ func (s auditState) heldBy(p string) []string {
 	return out
 }
 
-func (r *auditRun) readState() auditState {
+func (r *invRun) readState() invState {
 	b := r.b
 	ctx, c, k := b.ctx, b.client, b.eng.Keys()
-	s := auditState{pending: map[string][]*auditTask{}, tasks: map[string]*auditTask{}, held: map[string][]string{},
+	s := invState{pending: map[string][]*invTask{}, tasks: map[string]*invTask{}, held: map[string][]string{},
 		meta: map[string]map[string]string{}, levels: map[string][]string{}, records: map[string]map[string]string{}}
 	zmap := func(key string) map[string]float64 {
 		zs, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
@@ -609,7 +609,7 @@ func (r *auditRun) readState() auditState {
 			zs, _ := c.ZRangeWithScores(ctx, key, 0, -1).Result()
 			for _, z := range zs {
 				m := z.Member.(string)
-				tk := &auditTask{id: m[20:], prio: prio, t: int64(z.Score), seq: m[:20]}
+				tk := &invTask{id: m[20:], prio: prio, t: int64(z.Score), seq: m[:20]}
 				s.pending[p] = append(s.pending[p], tk)
 				if s.tasks[tk.id] != nil {
 					r.fatalf("task %s pending twice", tk.id)
@@ -632,7 +632,7 @@ func (r *auditRun) readState() auditState {
 }
 
 // check derives from the queue's keys what must hold, and fails when it does not.
-func (r *auditRun) check(step string) {
+func (r *invRun) check(step string) {
 	b := r.b
 	now := r.nowMs()
 	s := r.readState()
@@ -709,7 +709,7 @@ func (r *auditRun) check(step string) {
 			total++
 		}
 		if want, ok := r.snap[id]; ok && !dead {
-			got := auditKey{cmpOr(rec["r"], "0"), rec["t"], rec["s"]}
+			got := invKey{cmpOr(rec["r"], "0"), rec["t"], rec["s"]}
 			if got != want {
 				r.fatalf("%s: ordered %s moved: priority/at/seq %v, was %v", step, id, got, want)
 			}
@@ -813,12 +813,12 @@ func cmpOr(a, b string) string {
 }
 
 // drain lifts every control, lets everything fall due and completes every task.
-func (r *auditRun) drain() {
+func (r *invRun) drain() {
 	b := r.b
 	if err := b.eng.ResumeQueue(b.ctx); err != nil {
 		r.fatalf("resume queue: %v", err)
 	}
-	for _, p := range auditParts {
+	for _, p := range invParts {
 		if err := b.eng.Resume(b.ctx, p); err != nil {
 			r.fatalf("resume: %v", err)
 		}
@@ -855,16 +855,16 @@ func (r *auditRun) drain() {
 	b.t.Logf("stats %+v", b.stats())
 }
 
-// TestAuditBigBatches runs every operation on thousands of tasks in one call, past every chunk
+// TestInvariantsBigBatches runs every operation on thousands of tasks in one call, past every chunk
 // the scripts use (1000 ids, 8000 values for unpack), and checks the queue's keys after each.
-func TestAuditBigBatches(t *testing.T) {
+func TestInvariantsBigBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{RecoverChunk: 2500, DeadLetterMaxCount: 5000})
 	n := 9000
 	if !b.server.Real() {
 		n = 2500 // the embedded Redis runs a script of 9000 tasks past the client's read timeout
 	}
-	r := &auditRun{b: b, parts: auditParts, snap: map[string]auditKey{}}
+	r := &invRun{b: b, parts: invParts, snap: map[string]invKey{}}
 	msgs := make([]Message, n)
 	for i := range msgs {
 		msgs[i] = Message{ID: fmt.Sprintf("o%05d", i), Partition: "!big", Priority: []int{0, 2, -1}[i%3]}
