@@ -65,7 +65,9 @@ func (e *Engine) DeadLetters(ctx context.Context, offset, limit int) (DeadPage, 
 }
 
 // parseDeadLetter reads one row of dead_list.lua: {id, partition, priority, attempts, max
-// attempts, enqueued-at ms, died-at ms, payload, headers, crashes, last error}.
+// attempts, enqueued-at ms, died-at ms, payload, headers, crashes, last error}. Fields the record
+// holds in a form srq did not write (a fetch dead-letters such a task, saying so in its last error)
+// are left zero rather than failing the page, so the letter can still be listed and purged.
 func parseDeadLetter(v any) (DeadLetter, error) {
 	f, err := replySlice(v)
 	if err != nil || len(f) != 11 {
@@ -79,19 +81,13 @@ func parseDeadLetter(v any) (DeadLetter, error) {
 	}
 	var n [5]int64
 	for i, j := range []int{3, 4, 5, 6, 9} {
-		if n[i], err = replyInt(f[j]); err != nil {
-			return DeadLetter{}, err
-		}
+		n[i], _ = replyInt(f[j]) // zero when unreadable
 	}
 	d := DeadLetter{ID: s[0], Partition: partition.Key(s[1]), Payload: []byte(s[3]), LastError: s[5],
 		Attempts: int(n[0]), MaxAttempts: int(n[1]), EnqueuedAt: time.UnixMilli(n[2]), DiedAt: time.UnixMilli(n[3]),
 		Crashes: int(n[4])}
-	if d.Priority, err = strconv.Atoi(s[2]); err != nil {
-		return DeadLetter{}, fmt.Errorf("srq: dead letter %s: bad priority %q", d.ID, s[2])
-	}
-	if d.Headers, err = decodeHeaders([]byte(s[4])); err != nil {
-		return DeadLetter{}, fmt.Errorf("srq: dead letter %s: %w", d.ID, err)
-	}
+	d.Priority, _ = strconv.Atoi(s[2])
+	d.Headers, _ = decodeHeaders([]byte(s[4]))
 	return d, nil
 }
 

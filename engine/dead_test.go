@@ -3,9 +3,11 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"github.com/srqueue/srq/internal/redistest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/srqueue/srq/internal/redistest"
 
 	"github.com/srqueue/srq/partition"
 )
@@ -183,5 +185,36 @@ func (b *bundle) assertNoTaskKeys() {
 		if !fixed[key] {
 			b.t.Errorf("key left behind: %q", key)
 		}
+	}
+}
+
+// TestUnreadableRecordIsDeadLettered: a task whose record holds what srq did not write (here its
+// headers and its enqueued-at, as another tool might leave them) is dead-lettered by the fetch
+// that takes it, with the reason, instead of failing that fetch, whose other tasks would stay
+// leased unseen until their leases expire and then use an attempt. The letter can be listed.
+func TestUnreadableRecordIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	for field, value := range map[string]string{"h": "\x05", "c": "yesterday"} {
+		t.Run(field, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{})
+			b.publish(Message{ID: "a", Partition: "p"}, Message{ID: "bad", Partition: "q"}, Message{ID: "c", Partition: "r"})
+			if err := b.client.HSet(b.ctx, b.eng.Keys().Task("bad"), field, value).Err(); err != nil {
+				t.Fatal(err)
+			}
+			ds := b.fetch("c", 3)
+			if len(ds) != 2 || ds[0].ID == "bad" || ds[1].ID == "bad" {
+				t.Fatalf("delivered %+v, want a and c", ds)
+			}
+			b.ack(ds...)
+			page, err := b.eng.DeadLetters(b.ctx, 0, 10)
+			if err != nil || len(page.Letters) != 1 || page.Letters[0].ID != "bad" ||
+				!strings.Contains(page.Letters[0].LastError, "unreadable task record") {
+				t.Fatalf("dead letters %+v %v", page, err)
+			}
+			if s := b.stats(); s.Pending != 0 || s.InFlight != 0 || s.Dead != 1 {
+				t.Fatalf("stats %+v", s)
+			}
+		})
 	}
 }

@@ -208,31 +208,54 @@ func (e *Engine) fetchRun(consumer string, n int, lease time.Duration) (int, err
 	return run, nil
 }
 
-// parseFetch reads fetch.lua's reply; the leases end lease after sent at the latest.
-func parseFetch(res any, sent time.Time, lease time.Duration) ([]Delivery, time.Duration, error) {
+// parseFetch reads fetch.lua's reply; the leases end lease after sent at the latest. A task whose
+// record cannot be read (a field written by something other than srq) is not delivered: it is
+// returned among unreadable, to be dead-lettered (killUnreadable), so it does not fail the fetch
+// of the tasks beside it, which would stay leased unseen until their leases expire.
+func parseFetch(res any, sent time.Time, lease time.Duration) (ds []Delivery, unreadable []Failure, nextDue time.Duration, err error) {
 	rows, err := replySlice(res)
 	if err != nil || len(rows) < 3 || (len(rows)-3)%taskFields != 0 {
-		return nil, 0, fmt.Errorf("srq: fetch: malformed reply %v", res)
+		return nil, nil, 0, fmt.Errorf("srq: fetch: malformed reply %v", res)
 	}
 	wait, err := replyInt(rows[2])
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	nextDue := time.Duration(-1)
+	nextDue = time.Duration(-1)
 	if wait >= 0 {
 		// Capped so the conversion cannot overflow; FetchWait never waits that long in one go.
 		nextDue = time.Duration(min(wait, int64(24*time.Hour/time.Millisecond))) * time.Millisecond
 	}
-	ds := make([]Delivery, 0, (len(rows)-3)/taskFields)
+	ds = make([]Delivery, 0, (len(rows)-3)/taskFields)
 	for f := rows[3:]; len(f) > 0; f = f[taskFields:] {
 		d, err := parseDelivery(f[:taskFields])
 		if err != nil {
-			return nil, 0, err
+			r, ok := leaseOf(f)
+			if !ok { // not even the lease is readable: the reply itself is broken
+				return nil, nil, 0, err
+			}
+			unreadable = append(unreadable, Failure{Receipt: r, Reason: "srq: unreadable task record: " + err.Error()})
+			continue
 		}
 		d.LeaseDeadline = sent.Add(lease)
 		ds = append(ds, d)
 	}
-	return ds, nextDue, nil
+	return ds, unreadable, nextDue, nil
+}
+
+// leaseOf reads the id and the fencing token of one task in fetch.lua's reply, which the script
+// writes itself, whatever the record holds.
+func leaseOf(f []any) (Receipt, bool) {
+	id, err := replyString(f[0])
+	if err != nil || id == "" {
+		return Receipt{}, false
+	}
+	s, err := replyString(f[1])
+	if err != nil {
+		return Receipt{}, false
+	}
+	token, err := parseToken(s)
+	return Receipt{ID: id, Token: token}, err == nil
 }
 
 // AckFetch acks rs and then leases up to n more tasks to consumer, atomically and in one round

@@ -22,8 +22,8 @@ func TestParseFetch(t *testing.T) {
 	}
 	sent := time.UnixMilli(500)
 
-	ds, next, err := parseFetch(reply(row("a", "00000000000000000007"), row("b", "00000000000000000008")), sent, time.Minute)
-	if err != nil {
+	ds, bad, next, err := parseFetch(reply(row("a", "00000000000000000007"), row("b", "00000000000000000008")), sent, time.Minute)
+	if err != nil || len(bad) != 0 {
 		t.Fatal(err)
 	}
 	if next != 0 || len(ds) != 2 {
@@ -37,7 +37,7 @@ func TestParseFetch(t *testing.T) {
 		t.Fatalf("second delivery %+v", d)
 	}
 
-	ds, next, err = parseFetch([]any{int64(1000), int64(61000), int64(-1)}, sent, time.Minute)
+	ds, _, next, err = parseFetch([]any{int64(1000), int64(61000), int64(-1)}, sent, time.Minute)
 	if err != nil || len(ds) != 0 || next != -1 {
 		t.Fatalf("empty fetch: %v, %v, %v; want no deliveries, -1, nil", ds, next, err)
 	}
@@ -49,8 +49,18 @@ func TestParseFetch(t *testing.T) {
 		"a task and a bit": append(reply(row("a", "00000000000000000007")), "extra"),
 		"a bad token":      reply(row("a", "seven")),
 	} {
-		if _, _, err := parseFetch(bad, sent, time.Minute); err == nil || !strings.Contains(err.Error(), "srq:") {
+		if _, _, _, err := parseFetch(bad, sent, time.Minute); err == nil || !strings.Contains(err.Error(), "srq:") {
 			t.Errorf("%s: err %v, want a malformed-reply error", name, err)
 		}
+	}
+
+	// A task whose record holds what srq did not write is set aside, with its lease, to be
+	// dead-lettered; the tasks beside it are delivered.
+	corrupt := row("b", "00000000000000000008")
+	corrupt[9] = "\x05" // headers: a count of 5 and nothing after it
+	ds, bad, _, err = parseFetch(reply(row("a", "00000000000000000007"), corrupt, row("c", "00000000000000000009")), sent, time.Minute)
+	if err != nil || len(ds) != 2 || ds[0].ID != "a" || ds[1].ID != "c" || len(bad) != 1 ||
+		bad[0].Receipt != (Receipt{ID: "b", Token: 8}) || !strings.Contains(bad[0].Reason, "unreadable task record") {
+		t.Fatalf("a corrupt task between two: %+v, unreadable %+v, %v", ds, bad, err)
 	}
 }

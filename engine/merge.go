@@ -316,14 +316,29 @@ func (e *Engine) sendCalls(ops []*op) {
 	if err == nil && codes != nil {
 		err = spreadCodes(ops, codes, acks)
 	}
+	var unreadable []Failure
 	for i := 0; err == nil && i < len(replies); i++ {
 		o := fetches[i]
-		o.ds, o.nextDue, err = parseFetch(replies[i], sent, o.lease)
+		var bad []Failure
+		o.ds, bad, o.nextDue, err = parseFetch(replies[i], sent, o.lease)
+		unreadable = append(unreadable, bad...)
 	}
 	if err != nil {
 		for _, o := range ops {
 			o.errs, o.ds, o.nextDue, o.err = nil, nil, 0, err
 		}
+		return
+	}
+	e.killUnreadable(ctx, unreadable)
+}
+
+// killUnreadable dead-letters the fetched tasks whose records could not be read, with the reason
+// as their last error: no consumer can run them, as none can run a payload its codec cannot
+// decode. When the call fails they stay leased, return when their leases expire, and are
+// dead-lettered by the fetch that takes them next.
+func (e *Engine) killUnreadable(ctx context.Context, fs []Failure) {
+	if len(fs) > 0 {
+		_, _ = e.Kill(ctx, fs)
 	}
 }
 
