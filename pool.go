@@ -394,22 +394,23 @@ func (p *pool) runUnit(u []*job) {
 		default:
 		}
 		if errors.Is(context.Cause(j.ctx), ErrLeaseLost) {
-			// The partition was taken back (recovery takes an ordered partition's leased tasks
-			// together): another consumer may run these now, so this one must not.
-			for _, lost := range u[i:] {
-				p.release(lost)
-			}
+			// The tasks of a unit were leased and are extended together: when one lost its lease,
+			// the others' are gone as well (recovery takes an ordered partition's leased tasks
+			// together, and another consumer may run them now, so this one must not), or going at
+			// the same deadline. They are handed back, not just dropped: where an extension came
+			// late but still in time for Redis, the leases are valid, and dropped tasks would wait
+			// for them to expire and then use an attempt; where they are gone, the hand-back is
+			// refused as stale and changes nothing.
+			p.handBack(u[i:])
 			return
 		}
 		err := p.call(j)
-		// The tasks of a unit were leased and are extended together: when one lost its lease, the
-		// others' leases are gone as well (or going at the same deadline).
 		lost := errors.Is(context.Cause(j.ctx), ErrLeaseLost)
 		switch next := p.settle(j, err); {
-		case next == handBackRest && !lost:
+		case next == handBackRest || next == runRest && lost:
 			p.handBack(u[i+1:])
 			return
-		case next != runRest || lost:
+		case next != runRest:
 			for _, later := range u[i+1:] {
 				p.release(later)
 			}
