@@ -123,7 +123,9 @@ func transient(err error) bool {
 				return true
 			}
 		}
-		return false
+		// A server at its maxclients refuses a new connection with a plain ERR; it passes as
+		// clients leave.
+		return strings.Contains(msg, "max number of clients reached")
 	}
 	return true
 }

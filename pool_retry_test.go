@@ -30,6 +30,7 @@ func TestTransient(t *testing.T) {
 		{redisErr("CLUSTERDOWN The cluster is down"), true},
 		{redisErr("ERR Error running script (call to f_0ab1): @user_script:12: -READONLY You can't write against a read only replica."), true},
 		{redisErr("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{redisErr("ERR max number of clients reached"), true},
 		{redisErr("ERR user_script:12: attempt to call a nil value"), false},
 		{fmt.Errorf("wrapped: %w", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value")), false},
 		{fmt.Errorf("%w: message 0: bad", engine.ErrInvalid), false},
