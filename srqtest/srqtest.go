@@ -60,7 +60,9 @@ type Outcome struct {
 
 // Process publishes v with opts to a queue of its own on an embedded Redis, runs h over it once
 // with a worker configured by cfg (its Logger, Retry and Middleware apply), and reports what
-// happened to the task. It fails tb when the task could not be published or run.
+// happened to the task. A task published with a Delay or a future At runs at once: Process moves
+// the embedded Redis's clock to its available-at (and RetryAt is counted from there). It fails tb
+// when the task could not be published or run.
 func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts, qcfg srq.QueueConfig, cfg srq.WorkerConfig) Outcome {
 	tb.Helper()
 	m := miniredis.NewMiniRedis()
@@ -81,6 +83,15 @@ func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts,
 	res, err := q.Publish(ctx, v, opts)
 	if err != nil {
 		tb.Fatalf("srqtest: publish: %v", err)
+	}
+	// A delayed task runs now: the embedded Redis's clock, which the scripts read, moves to its
+	// available-at and stays there.
+	published, err := q.Engine().Task(ctx, res.ID)
+	if err != nil {
+		tb.Fatalf("srqtest: read the task: %v", err)
+	}
+	if published.AvailableAt.After(time.Now()) {
+		m.SetTime(published.AvailableAt)
 	}
 	var out Outcome
 	record := func(next srq.WorkFunc) srq.WorkFunc {

@@ -57,6 +57,17 @@ func TestProcessOutcomes(t *testing.T) {
 				t.Fatalf("%+v", o)
 			}
 		}},
+		{"delayed a day: runs now", nil, &srq.PublishOpts{Delay: 24 * time.Hour}, func(t *testing.T, o srqtest.Outcome) {
+			if !o.Acked {
+				t.Fatalf("%+v", o)
+			}
+		}},
+		{"due next year, retried from then", errors.New("boom"), &srq.PublishOpts{At: time.Now().AddDate(1, 0, 0)},
+			func(t *testing.T, o srqtest.Outcome) {
+				if !o.Retried || time.Until(o.RetryAt) < 364*24*time.Hour {
+					t.Fatalf("%+v", o)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
