@@ -34,7 +34,8 @@ func (r Rate) validate() error {
 
 // Allow asks every limit in ls for one unit of work, atomically and on the server's clock (GCRA).
 // It returns 0 when all allow it (and charges each), else how long until all would, charging none.
-// It fails with ErrInvalid for an invalid limit, and with the context's or Redis's error.
+// It fails with ErrInvalid for an invalid limit or a name given twice, and with the context's or
+// Redis's error.
 func (e *Engine) Allow(ctx context.Context, ls ...Limit) (time.Duration, error) {
 	wait, _, err := e.allowAt(ctx, 0, ls)
 	return wait, err
@@ -51,6 +52,13 @@ func (e *Engine) allowAt(ctx context.Context, nowMs int64, ls []Limit) (time.Dur
 	for i, l := range ls {
 		if err := l.Rate.validate(); err != nil {
 			return 0, 0, fmt.Errorf("%w: limit %d (%q): %w", ErrInvalid, i, l.Name, err)
+		}
+		// The script would charge a name once however often it is named: refuse rather than
+		// charge less than asked.
+		for _, earlier := range ls[:i] {
+			if earlier.Name == l.Name {
+				return 0, 0, fmt.Errorf("%w: limit %d: the name %q is named twice", ErrInvalid, i, l.Name)
+			}
 		}
 		args = append(args, l.Name, l.Rate.Limit, l.Rate.Per.Milliseconds(), max(l.Rate.Burst, 1))
 	}

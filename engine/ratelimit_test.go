@@ -85,4 +85,9 @@ func TestRateLimitInvalid(t *testing.T) {
 			t.Errorf("%+v: %v", r, err)
 		}
 	}
+	// A name given twice would be charged once.
+	r := Rate{Limit: 1, Per: time.Second}
+	if _, err := b.eng.Allow(b.ctx, Limit{Name: "x", Rate: r}, Limit{Name: "y", Rate: r}, Limit{Name: "x", Rate: r}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a name twice: %v", err)
+	}
 }
