@@ -650,44 +650,42 @@ func (p *pool) acked(js []*job, errs []error, err error) {
 	}
 }
 
-// extendLoop extends the leases of every held task every Lease/3, one call per shard, the shards
-// at once. A task whose lease is refused has its context cancelled with ErrLeaseLost; one whose
-// lease cannot be extended in time (Redis unreachable) is cancelled by its timer at the deadline.
-// A shard whose last call is still under way is left out of a round rather than waited for: a
-// node that does not answer holds its call up to the client's timeouts, which may be longer than
-// what is left of the other shards' leases.
+// extendLoop extends the leases of every held task every Lease/3, one call per shard, each shard
+// on a loop of its own. A task whose lease is refused has its context cancelled with ErrLeaseLost;
+// one whose lease cannot be extended in time (Redis unreachable) is cancelled by its timer at the
+// deadline. A loop per shard, because a node that does not answer holds its call up to the
+// client's timeouts, which may be longer than what is left of the other shards' leases; each
+// loop's ticker keeps one tick while its call runs, so a slow call is followed by the next at once.
 func (p *pool) extendLoop(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, eng := range p.w.shards.engines {
+		wg.Go(func() { p.extendShard(ctx, eng) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// extendShard extends the leases of the tasks of eng's shard every Lease/3 until ctx ends.
+func (p *pool) extendShard(ctx context.Context, eng *engine.Engine) {
 	w := p.w
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	busy := map[*engine.Engine]*atomic.Bool{}
-	for _, eng := range w.shards.engines {
-		busy[eng] = new(atomic.Bool)
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
+		var js []*job
 		w.mu.Lock()
-		all := make([]*job, 0, len(w.jobs))
 		for j := range w.jobs {
-			all = append(all, j)
+			if j.eng == eng {
+				js = append(js, j)
+			}
 		}
 		w.mu.Unlock()
-		for eng, js := range byShard(all) {
-			if !busy[eng].CompareAndSwap(false, true) {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer busy[eng].Store(false)
-				p.extend(ctx, eng, js)
-			}()
+		if len(js) > 0 {
+			p.extend(ctx, eng, js)
 		}
 	}
 }
@@ -724,37 +722,35 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 	}
 }
 
-// recoverLoop returns expired leases, of any consumer, every RecoverInterval, the shards at once.
-// A shard whose last call is still under way is left out of a round rather than waited for, as
-// in extendLoop: a node that does not answer must not hold up the others' recovery.
+// recoverLoop returns expired leases, of any consumer, every RecoverInterval, each shard on a loop
+// of its own, as extendLoop does: a node that does not answer must not hold up the others'
+// recovery.
 func (p *pool) recoverLoop(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, eng := range p.w.shards.engines {
+		wg.Go(func() { p.recoverShard(ctx, eng) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// recoverShard returns the expired leases of eng's shard at once and then every RecoverInterval
+// until ctx ends.
+func (p *pool) recoverShard(ctx context.Context, eng *engine.Engine) {
 	w := p.w
 	t := time.NewTicker(w.cfg.RecoverInterval)
 	defer t.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	busy := make([]atomic.Bool, len(w.shards.engines))
 	for {
-		for i, eng := range w.shards.engines {
-			if !busy[i].CompareAndSwap(false, true) {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer busy[i].Store(false)
-				r, err := eng.RecoverAll(ctx)
-				if err != nil && ctx.Err() == nil {
-					w.log.Error("recovery failed", "queue", eng.Config().Queue, "err", err)
-				} else if r.Returned+r.DeadLettered > 0 {
-					w.log.Info("recovered expired leases", "queue", eng.Config().Queue,
-						"returned", r.Returned, "dead_lettered", r.DeadLettered)
-				}
-			}()
+		r, err := eng.RecoverAll(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("recovery failed", "queue", eng.Config().Queue, "err", err)
+		} else if r.Returned+r.DeadLettered > 0 {
+			w.log.Info("recovered expired leases", "queue", eng.Config().Queue,
+				"returned", r.Returned, "dead_lettered", r.DeadLettered)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 	}
