@@ -41,7 +41,8 @@ func DefaultBackoff() backoff.BackOff {
 // Retry turns a handler's ordinary error into srq.RejectWithDelay with the delay its policy gives
 // for the task's attempt, or into srq.Permanent when the error is not retryable, the policy stops,
 // or the time since publish would pass MaxElapsedTime. Errors that already decide (srq.Reject…,
-// srq.Snooze, srq.Permanent) pass through unchanged. The task's max attempts still cap the
+// srq.Snooze, srq.Permanent) pass through unchanged, and so does any error once the worker cut the
+// handler off (its context's cause is srq.ErrShutdown or srq.ErrLeaseLost). The task's max attempts still cap the
 // retries: the engine dead-letters a task that rejects its last attempt.
 func Retry(cfg RetryConfig) srq.Middleware {
 	if cfg.Policy == nil {
@@ -53,6 +54,12 @@ func Retry(cfg RetryConfig) srq.Middleware {
 			var rej *srq.RejectError
 			var perm *srq.PermanentError
 			if err == nil || errors.As(err, &rej) || errors.As(err, &perm) {
+				return err
+			}
+			// Cut off by the worker (shutdown, or the lease lost): the task did not fail, and the
+			// worker decides what becomes of it; a Permanent made of the context's end here would
+			// ask it to dead-letter the task.
+			if cause := context.Cause(ctx); errors.Is(cause, srq.ErrShutdown) || errors.Is(cause, srq.ErrLeaseLost) {
 				return err
 			}
 			if cfg.Retryable != nil && !cfg.Retryable(err) {

@@ -58,6 +58,31 @@ func TestRetryLeavesDecisionsAlone(t *testing.T) {
 	}
 }
 
+// TestRetryLeavesCutOffsAlone: once the worker cut the handler off (shutdown, or the lease lost),
+// Retry returns the handler's error as it is, even one it would not retry: the task did not fail,
+// and a Permanent made of the context's end would ask the worker to dead-letter it.
+func TestRetryLeavesCutOffsAlone(t *testing.T) {
+	t.Parallel()
+	mw := middleware.Retry(middleware.RetryConfig{Policy: exact, Retryable: func(error) bool { return false }})
+	for _, cause := range []error{srq.ErrShutdown, srq.ErrLeaseLost} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		d := &srq.Delivery{Delivery: engine.Delivery{ID: "t", Attempt: 1, EnqueuedAt: time.Now()}}
+		err := mw(func(ctx context.Context, _ *srq.Delivery) error { return ctx.Err() })(ctx, d)
+		if err != context.Canceled {
+			t.Errorf("cut off with %v: %v, want the handler's context.Canceled unchanged", cause, err)
+		}
+	}
+	// A context that ends for another reason (the caller's deadline) is the handler's failure.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := &srq.Delivery{Delivery: engine.Delivery{ID: "t", Attempt: 1, EnqueuedAt: time.Now()}}
+	var perm *srq.PermanentError
+	if err := mw(func(ctx context.Context, _ *srq.Delivery) error { return ctx.Err() })(ctx, d); !errors.As(err, &perm) {
+		t.Errorf("a context ended by its caller: %v, want Permanent (Retryable refuses every error)", err)
+	}
+}
+
 func TestRetryGivesUp(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
