@@ -66,6 +66,7 @@ func helperMain() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	fmt.Println(helperReady) // SIGTERM now shuts down gracefully (proc.stop waits for this)
 	h := work(cfg.Work)
 	if cfg.Mode == "stall" {
 		var once sync.Once
@@ -104,8 +105,9 @@ func helperMain() int {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	log    string      // the file its stderr (the worker's JSON logs) goes to
-	lines  chan string // its stdout, line by line; closed at EOF
+	log    string        // the file its stderr (the worker's JSON logs) goes to
+	lines  chan string   // its stdout, line by line (but helperReady); closed at EOF
+	ready  chan struct{} // closed when it printed helperReady: it handles SIGTERM from then on
 	exited chan struct{}
 	err    error // how it exited, once exited is closed
 }
@@ -118,7 +120,7 @@ func startHelper(t *testing.T, dir string, cfg helperConfig) *proc {
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(b))
 	setDeathSignal(cmd)
 	p := &proc{name: cfg.Process, cmd: cmd, log: filepath.Join(dir, cfg.Process+".log"),
-		lines: make(chan string, 64), exited: make(chan struct{})}
+		lines: make(chan string, 64), ready: make(chan struct{}), exited: make(chan struct{})}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +137,10 @@ func startHelper(t *testing.T, dir string, cfg helperConfig) *proc {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			if sc.Text() == helperReady {
+				close(p.ready)
+				continue
+			}
 			select {
 			case p.lines <- sc.Text():
 			default: // nobody listens: drop
@@ -167,8 +173,22 @@ func (p *proc) wait(timeout time.Duration) error {
 	}
 }
 
-// stop asks p to shut down gracefully (SIGTERM) and waits up to timeout.
+// helperReady is the line a helper process prints once SIGTERM shuts it down gracefully; before
+// that, SIGTERM ends it at once ("signal: terminated").
+const helperReady = "srq-helper-ready"
+
+// stop asks p to shut down gracefully (SIGTERM), once it handles that signal, and waits up to
+// timeout in all.
 func (p *proc) stop(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	select {
+	case <-p.ready:
+	case <-p.exited:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("process %s was not ready for SIGTERM within %v", p.name, timeout)
+	}
+	timeout = time.Until(deadline)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
