@@ -656,10 +656,13 @@ func (p *pool) acked(js []*job, errs []error, err error) {
 // deadline. A loop per shard, because a node that does not answer holds its call up to the
 // client's timeouts, which may be longer than what is left of the other shards' leases; each
 // loop's ticker keeps one tick while its call runs, so a slow call is followed by the next at once.
-func (p *pool) extendLoop(ctx context.Context) error {
+func (p *pool) extendLoop(ctx context.Context) error { return p.perShard(ctx, p.extendShard) }
+
+// perShard runs loop for every shard, each on a goroutine of its own, until all have returned.
+func (p *pool) perShard(ctx context.Context, loop func(context.Context, *engine.Engine)) error {
 	var wg sync.WaitGroup
 	for _, eng := range p.w.shards.engines {
-		wg.Go(func() { p.extendShard(ctx, eng) })
+		wg.Go(func() { loop(ctx, eng) })
 	}
 	wg.Wait()
 	return nil
@@ -725,14 +728,7 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 // recoverLoop returns expired leases, of any consumer, every RecoverInterval, each shard on a loop
 // of its own, as extendLoop does: a node that does not answer must not hold up the others'
 // recovery.
-func (p *pool) recoverLoop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, eng := range p.w.shards.engines {
-		wg.Go(func() { p.recoverShard(ctx, eng) })
-	}
-	wg.Wait()
-	return nil
-}
+func (p *pool) recoverLoop(ctx context.Context) error { return p.perShard(ctx, p.recoverShard) }
 
 // recoverShard returns the expired leases of eng's shard at once and then every RecoverInterval
 // until ctx ends.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq/internal/redistest"
 	"github.com/srqueue/srq/partition"
 )
@@ -118,25 +120,7 @@ func TestFetchWaitWakes(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			type result struct {
-				ds  []Delivery
-				err error
-			}
-			got := make(chan result, 1)
-			go func() {
-				ds, err := e.FetchWait(ctx, "c", 1, time.Minute, 50*time.Second)
-				got <- result{ds, err}
-			}()
-			for blocked := false; !blocked; {
-				info, err := c.Info(ctx, "clients").Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				blocked = strings.Contains(info, "blocked_clients:1")
-				if !blocked {
-					time.Sleep(5 * time.Millisecond) // polling a condition, with the test's deadline
-				}
-			}
+			got := fetchWaitBlocked(ctx, t, e, c)
 			if _, err := e.Publish(ctx, []Message{m}); err != nil {
 				t.Fatal(err)
 			}
@@ -150,6 +134,35 @@ func TestFetchWaitWakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fetchResult is what a FetchWait returned.
+type fetchResult struct {
+	ds  []Delivery
+	err error
+}
+
+// fetchWaitBlocked starts a FetchWait of one task on e (waiting up to 50s) and returns once the
+// server, which must serve no other client that blocks, counts it as a blocked client; the
+// channel gets what it returns.
+func fetchWaitBlocked(ctx context.Context, t *testing.T, e *Engine, c *redis.Client) <-chan fetchResult {
+	t.Helper()
+	got := make(chan fetchResult, 1)
+	go func() {
+		ds, err := e.FetchWait(ctx, "c", 1, time.Minute, 50*time.Second)
+		got <- fetchResult{ds, err}
+	}()
+	for blocked := false; !blocked; {
+		info, err := c.Info(ctx, "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked = strings.Contains(info, "blocked_clients:1")
+		if !blocked {
+			time.Sleep(5 * time.Millisecond) // polling a condition, with the test's deadline
+		}
+	}
+	return got
 }
 
 func TestFetchWaitTimeoutAndCancel(t *testing.T) {

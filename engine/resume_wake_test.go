@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,25 +39,7 @@ func TestResumeQueueWakesForScheduledWork(t *testing.T) {
 			if _, err := e.Publish(ctx, []Message{{ID: "later", Delay: tc.delay}}); err != nil {
 				t.Fatal(err)
 			}
-			type result struct {
-				ds  []Delivery
-				err error
-			}
-			got := make(chan result, 1)
-			go func() {
-				ds, err := e.FetchWait(ctx, "c", 1, time.Minute, 50*time.Second)
-				got <- result{ds, err}
-			}()
-			for blocked := false; !blocked; {
-				info, err := c.Info(ctx, "clients").Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				blocked = strings.Contains(info, "blocked_clients:1")
-				if !blocked {
-					time.Sleep(5 * time.Millisecond) // polling a condition, with the test's deadline
-				}
-			}
+			got := fetchWaitBlocked(ctx, t, e, c)
 			if tc.dueAt {
 				now, err := c.Time(ctx).Result()
 				if err != nil {
