@@ -463,8 +463,8 @@ func (p *pool) settle(j *job, err error) afterSettle {
 		(!errors.As(err, &perm) || errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown)) {
 		// Cut off by shutdown: whatever the handler made of its cancelled context, the task did
 		// not fail. It goes back without using an attempt. Also when the context's end came back
-		// as a Permanent error: middleware.Retry makes one of it when its Retryable refuses the
-		// error or the task's retry time is used up, and a deploy must not dead-letter the task.
+		// as a Permanent error (a handler's own wrapping; middleware.Retry passes a cut-off handler's
+		// error through unchanged): a deploy must not dead-letter the task.
 		p.handBack([]*job{j})
 		return dropRest
 	}
