@@ -218,3 +218,20 @@ func TestUnreadableRecordIsDeadLettered(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchWaitPastUnreadable: a FetchWait whose fetch leased only unreadable tasks (dead-lettered
+// on the spot) fetches again at once for the ready tasks behind them, instead of returning empty
+// before its wait has passed.
+func TestFetchWaitPastUnreadable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "bad", Partition: "q"})
+	b.publish(Message{ID: "good", Partition: "r"})
+	if err := b.client.HSet(b.ctx, b.eng.Keys().Task("bad"), "h", "\x05").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := b.eng.FetchWait(b.ctx, "c", 1, time.Minute, 2*time.Second)
+	if err != nil || len(ds) != 1 || ds[0].ID != "good" {
+		t.Fatalf("FetchWait gave %+v, %v; want the ready task good", ds, err)
+	}
+}

@@ -103,6 +103,14 @@ func (e *Engine) FetchWait(ctx context.Context, consumer string, n int, lease, w
 		if err != nil || len(ds) > 0 {
 			return ds, err
 		}
+		if nextDue == 0 {
+			// The fetch leased tasks, every one unreadable and dead-lettered (killUnreadable):
+			// ready work may be behind them, so fetch again now rather than return empty.
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		block := min(time.Until(end), e.cfg.MaxBlock)
 		if nextDue >= 0 {
 			block = min(block, nextDue)
