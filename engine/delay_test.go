@@ -112,14 +112,7 @@ func TestFetchWaitWakes(t *testing.T) {
 	for _, m := range []Message{{ID: "now"}, {ID: "soon", Delay: 200 * time.Millisecond}} {
 		t.Run(m.ID, func(t *testing.T) {
 			t.Parallel()
-			srv := redistest.StartReal(t, "counts its blocked clients")
-			c := srv.Client(t)
-			e, err := New(c, Config{Queue: "wake", MaxBlock: 30 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx, e, c := wakeEngine(t)
 			got := fetchWaitBlocked(ctx, t, e, c)
 			if _, err := e.Publish(ctx, []Message{m}); err != nil {
 				t.Fatal(err)
@@ -134,6 +127,20 @@ func TestFetchWaitWakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wakeEngine returns an engine whose FetchWait blocks in one slice of 30s, on a redis-server of
+// its own, so that fetchWaitBlocked can see its blocked client; with its client and a context.
+func wakeEngine(t *testing.T) (context.Context, *Engine, *redis.Client) {
+	t.Helper()
+	c := redistest.StartReal(t, "counts its blocked clients").Client(t)
+	e, err := New(c, Config{Queue: "wake", MaxBlock: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx, e, c
 }
 
 // fetchResult is what a FetchWait returned.

@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/srqueue/srq/internal/redistest"
 )
 
 // TestResumeQueueWakesForScheduledWork: a fetch of a paused queue tells its caller of no due time
@@ -25,14 +22,7 @@ func TestResumeQueueWakesForScheduledWork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := redistest.StartReal(t, "counts its blocked clients")
-			c := srv.Client(t)
-			e, err := New(c, Config{Queue: "wake", MaxBlock: 30 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx, e, c := wakeEngine(t)
 			if err := e.PauseQueue(ctx); err != nil {
 				t.Fatal(err)
 			}
