@@ -25,8 +25,7 @@ var (
 	// ErrShutdown is the cause of a handler's context ending because the worker shut down and the
 	// handler did not finish within the shutdown timeout. The task is handed back, not counted as
 	// an attempt, whatever error the handler returns then; only nil (acked) and Permanent
-	// (dead-lettered) are applied as usual, and not a Permanent error that wraps the context's end
-	// (context.Canceled or ErrShutdown), as a handler or a middleware may wrap it.
+	// (dead-lettered) are applied as usual.
 	ErrShutdown = errors.New("srq: worker shut down")
 	// ErrRunning is returned by Worker.Run and RunOnce when the worker is running already: a
 	// Worker runs one Run or RunOnce at a time.

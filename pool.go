@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
@@ -459,12 +458,10 @@ func (p *pool) settle(j *job, err error) afterSettle {
 		perm *PermanentError
 		pan  *PanicError
 	)
-	if errors.Is(context.Cause(j.ctx), ErrShutdown) &&
-		(!errors.As(err, &perm) || errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown)) {
+	if errors.Is(context.Cause(j.ctx), ErrShutdown) && !errors.As(err, &perm) {
 		// Cut off by shutdown: whatever the handler made of its cancelled context, the task did
-		// not fail. It goes back without using an attempt. Also when the context's end came back
-		// as a Permanent error (a handler's own wrapping; middleware.Retry passes a cut-off handler's
-		// error through unchanged): a deploy must not dead-letter the task.
+		// not fail. It goes back without using an attempt. (middleware.Retry passes a cut-off
+		// handler's error through, so it does not turn it into a Permanent here.)
 		p.handBack([]*job{j})
 		return dropRest
 	}
@@ -598,19 +595,15 @@ func (p *pool) closeAcks() {
 // (nor so the ordered partitions those acks release). They end when their queues are closed and
 // drained.
 func (p *pool) ackLoop() error {
-	var g errgroup.Group
-	for eng, q := range p.acks {
-		g.Go(func() error {
-			for {
-				batch, ok := q.next(maxAckBatch)
-				if !ok {
-					return nil
-				}
-				p.ack(eng, batch)
+	return p.perShard(func(eng *engine.Engine) {
+		for {
+			batch, ok := p.acks[eng].next(maxAckBatch)
+			if !ok {
+				return
 			}
-		})
-	}
-	return g.Wait()
+			p.ack(eng, batch)
+		}
+	})
 }
 
 // ack acks jobs of one shard in one call, sent again while it fails in a way that may pass
@@ -656,13 +649,15 @@ func (p *pool) acked(js []*job, errs []error, err error) {
 // deadline. A loop per shard, because a node that does not answer holds its call up to the
 // client's timeouts, which may be longer than what is left of the other shards' leases; each
 // loop's ticker keeps one tick while its call runs, so a slow call is followed by the next at once.
-func (p *pool) extendLoop(ctx context.Context) error { return p.perShard(ctx, p.extendShard) }
+func (p *pool) extendLoop(ctx context.Context) error {
+	return p.perShard(func(eng *engine.Engine) { p.extendShard(ctx, eng) })
+}
 
 // perShard runs loop for every shard, each on a goroutine of its own, until all have returned.
-func (p *pool) perShard(ctx context.Context, loop func(context.Context, *engine.Engine)) error {
+func (p *pool) perShard(loop func(*engine.Engine)) error {
 	var wg sync.WaitGroup
 	for _, eng := range p.w.shards.engines {
-		wg.Go(func() { loop(ctx, eng) })
+		wg.Go(func() { loop(eng) })
 	}
 	wg.Wait()
 	return nil
@@ -728,7 +723,9 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 // recoverLoop returns expired leases, of any consumer, every RecoverInterval, each shard on a loop
 // of its own, as extendLoop does: a node that does not answer must not hold up the others'
 // recovery.
-func (p *pool) recoverLoop(ctx context.Context) error { return p.perShard(ctx, p.recoverShard) }
+func (p *pool) recoverLoop(ctx context.Context) error {
+	return p.perShard(func(eng *engine.Engine) { p.recoverShard(ctx, eng) })
+}
 
 // recoverShard returns the expired leases of eng's shard at once and then every RecoverInterval
 // until ctx ends.

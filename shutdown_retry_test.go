@@ -15,8 +15,7 @@ import (
 // context's error under a middleware.Retry whose configuration would make it srq.Permanent: the
 // error is not worth retrying (Retryable) or the task's retry time is used up (MaxElapsedTime).
 // The task did not fail, the worker stopped: it must be handed back, pending with no attempt used,
-// not dead-lettered by a deploy. (Retry now passes a cut-off handler's error through, and the
-// worker hands back a Permanent error that wraps the context's end as well: either keeps this.)
+// not dead-lettered by a deploy: Retry passes a cut-off handler's error through.
 func TestShutdownHandsBackThroughRetryMiddleware(t *testing.T) {
 	t.Parallel()
 	errTemporary := errors.New("temporary")

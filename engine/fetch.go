@@ -236,12 +236,12 @@ func parseFetch(res any, sent time.Time, lease time.Duration) (ds []Delivery, un
 	}
 	ds = make([]Delivery, 0, (len(rows)-3)/taskFields)
 	for f := rows[3:]; len(f) > 0; f = f[taskFields:] {
-		d, err := parseDelivery(f[:taskFields])
+		r, err := leaseOf(f)
+		if err != nil { // the script writes the lease itself: the reply is broken
+			return nil, nil, 0, err
+		}
+		d, err := parseDelivery(r, f[:taskFields])
 		if err != nil {
-			r, ok := leaseOf(f)
-			if !ok { // not even the lease is readable: the reply itself is broken
-				return nil, nil, 0, err
-			}
 			unreadable = append(unreadable, Failure{Receipt: r, Reason: "srq: unreadable task record: " + err.Error()})
 			continue
 		}
@@ -253,17 +253,17 @@ func parseFetch(res any, sent time.Time, lease time.Duration) (ds []Delivery, un
 
 // leaseOf reads the id and the fencing token of one task in fetch.lua's reply, which the script
 // writes itself, whatever the record holds.
-func leaseOf(f []any) (Receipt, bool) {
+func leaseOf(f []any) (Receipt, error) {
 	id, err := replyString(f[0])
-	if err != nil || id == "" {
-		return Receipt{}, false
+	if err != nil {
+		return Receipt{}, err
 	}
 	s, err := replyString(f[1])
 	if err != nil {
-		return Receipt{}, false
+		return Receipt{}, err
 	}
 	token, err := parseToken(s)
-	return Receipt{ID: id, Token: token}, err == nil
+	return Receipt{ID: id, Token: token}, err
 }
 
 // AckFetch acks rs and then leases up to n more tasks to consumer, atomically and in one round
@@ -291,14 +291,14 @@ func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n 
 // taskFields is the number of values fetch.lua returns per task.
 const taskFields = 12
 
-// parseDelivery reads the taskFields values of one task in fetch.lua's reply: id, token,
+// parseDelivery reads the other values of one task in fetch.lua's reply, whose lease r holds:
 // partition, priority, attempt, max attempts, enqueued-at ms, available-at ms, payload, headers,
-// crashes, last error.
-func parseDelivery(f []any) (Delivery, error) {
+// crashes, last error. Most come from the task's record, so it fails on what srq did not write.
+func parseDelivery(r Receipt, f []any) (Delivery, error) {
 	var err error
-	var d Delivery
-	var s [6]string
-	for i, j := range []int{0, 1, 2, 3, 8, 9} {
+	d := Delivery{ID: r.ID, Token: r.Token}
+	var s [4]string
+	for i, j := range []int{2, 3, 8, 9} {
 		if s[i], err = replyString(f[j]); err != nil {
 			return Delivery{}, err
 		}
@@ -312,14 +312,11 @@ func parseDelivery(f []any) (Delivery, error) {
 	if d.LastError, err = replyString(f[11]); err != nil {
 		return Delivery{}, err
 	}
-	d.ID, d.Partition, d.Payload = s[0], partition.Key(s[2]), []byte(s[4])
-	if d.Token, err = parseToken(s[1]); err != nil {
-		return Delivery{}, err
+	d.Partition, d.Payload = partition.Key(s[0]), []byte(s[2])
+	if d.Priority, err = strconv.Atoi(s[1]); err != nil {
+		return Delivery{}, fmt.Errorf("srq: fetch: bad priority %q", s[1])
 	}
-	if d.Priority, err = strconv.Atoi(s[3]); err != nil {
-		return Delivery{}, fmt.Errorf("srq: fetch: bad priority %q", s[3])
-	}
-	if d.Headers, err = decodeHeaders([]byte(s[5])); err != nil {
+	if d.Headers, err = decodeHeaders([]byte(s[3])); err != nil {
 		return Delivery{}, fmt.Errorf("srq: task %s: %w", d.ID, err)
 	}
 	d.Attempt, d.MaxAttempts = int(n[0]), int(n[1])

@@ -140,14 +140,9 @@ func outcome(ctx context.Context, d *srq.Delivery, err error) string {
 	switch {
 	case err == nil:
 		return "done"
-	case errors.Is(cause, srq.ErrShutdown) &&
-		(!errors.As(err, &perm) || errors.Is(err, context.Canceled) || errors.Is(err, srq.ErrShutdown)):
-		// The worker's rule (pool.settle): a Permanent error wrapping the context's end at
-		// shutdown is handed back too.
-		return "handed_back"
 	case errors.As(err, &perm):
 		return "dead"
-	case errors.Is(cause, srq.ErrLeaseLost):
+	case errors.Is(cause, srq.ErrShutdown) || errors.Is(cause, srq.ErrLeaseLost):
 		return "handed_back"
 	case errors.As(err, &rej) && rej.NotAttempt:
 		return "snooze"
