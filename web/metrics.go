@@ -149,7 +149,11 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 				return fmt.Errorf("srq web: metrics: %w", err)
 			}
 			for _, q := range qs {
-				names = append(names, q.Name)
+				// As /api/stats does: a queue whose stored shard count is unusable (QueueInfo.Err)
+				// has no stats to read, and would fail every scrape; the overview shows its error.
+				if q.Err == nil {
+					names = append(names, q.Name)
+				}
 			}
 		}
 		var errs []error

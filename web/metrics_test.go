@@ -18,8 +18,11 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -216,5 +219,43 @@ func TestMetricsChecks(t *testing.T) {
 	_, samples := scrape(t, m)
 	if v := value(samples["srq_queue_pending"], "named"); v != 2 {
 		t.Errorf("pending of named = %v, want 2", v)
+	}
+}
+
+// TestMetricsSkipUnusableQueues: a registered queue whose stored shard count is unusable is left
+// out of the scrape, as /api/stats leaves it out, instead of failing every collection; the other
+// queues are reported.
+func TestMetricsSkipUnusableQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	q := b.queue("good")
+	b.publish(q, "", 2, "")
+	if err := b.client.HSet(b.ctx, engine.RegistryKey(b.prefix), "broken", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	if _, err := registerQueueGauges(provider.Meter("test"), b.in, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(b.ctx, &rm); err != nil {
+		t.Fatalf("collect with an unusable queue registered: %v", err)
+	}
+	var queues []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != MetricQueuePending {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+				name, _ := dp.Attributes.Value(attrQueue)
+				queues = append(queues, name.AsString())
+			}
+		}
+	}
+	if len(queues) != 1 || queues[0] != q.Name() {
+		t.Fatalf("pending reported for %v, want only %s", queues, q.Name())
 	}
 }
