@@ -130,6 +130,9 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[*job]struct{}{}}, nil
 }
 
+// made says whether w came from NewWorker; a nil or zero Worker did not, and has no queue to run.
+func (w *Worker) made() bool { return w != nil && w.shards != nil }
+
 func defaultConsumerID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%04x", cmp.Or(host, "host"), os.Getpid(), rand.Uint32()&0xffff)
@@ -144,7 +147,7 @@ func defaultConsumerID() string {
 // ErrInvalid when the count stored for it is unusable (engine.QueueShards). A nil or zero Worker
 // fails with ErrInvalid.
 func (w *Worker) Run(ctx context.Context) error {
-	if w == nil || w.shards == nil {
+	if !w.made() {
 		return errWorkerNotMade
 	}
 	if !w.running.CompareAndSwap(false, true) {
@@ -243,7 +246,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // from a scheduler. It fails with ErrRunning if the worker is running, with ErrInvalid for a nil or
 // zero Worker, or with the fetch's error.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	if w == nil || w.shards == nil {
+	if !w.made() {
 		return 0, errWorkerNotMade
 	}
 	if !w.running.CompareAndSwap(false, true) {
