@@ -16,6 +16,7 @@ const (
 	DefaultMaxPayloadBytes    = 4 << 20
 	DefaultMaxBlock           = time.Second
 	DefaultMaxMerge           = 32
+	DefaultMaxResultBytes     = 1 << 20
 )
 
 // Limits on what one task may carry.
@@ -63,6 +64,12 @@ type Config struct {
 	// context again, so it bounds how late a cancellation is noticed. Default 1s. A wait under a
 	// second is cut to half the client's ReadTimeout, so its reply comes before the read times out.
 	MaxBlock time.Duration
+	// ResultRetention keeps the result an Ack carries (Receipt.Result) this long, readable with
+	// Outcome, for tasks that do not ask for their outcome to be kept themselves (flow steps and
+	// tasks published to be waited for do). Default 0: such results are dropped.
+	ResultRetention time.Duration
+	// MaxResultBytes is the largest result Ack accepts. Default 1 MiB.
+	MaxResultBytes int
 	// MaxMerge is the most concurrent calls the engine merges into one script call: Ack, Fetch,
 	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Above 1,
 	// at most two calls of each kind are in flight; calls that arrive meanwhile wait and then go
@@ -98,6 +105,7 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	cfg.MaxBlock = cmp.Or(cfg.MaxBlock, DefaultMaxBlock)
 	cfg.MaxMerge = cmp.Or(cfg.MaxMerge, DefaultMaxMerge)
+	cfg.MaxResultBytes = cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes)
 	switch {
 	case cfg.DedupWindow < 0:
 		return nil, invalidf("negative DedupWindow %v", cfg.DedupWindow)
@@ -107,6 +115,10 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 		return nil, invalidf("negative MaxOrderedRun %d", cfg.MaxOrderedRun)
 	case cfg.MaxPayloadBytes < 0:
 		return nil, invalidf("negative MaxPayloadBytes %d", cfg.MaxPayloadBytes)
+	case cfg.ResultRetention < 0:
+		return nil, invalidf("negative ResultRetention %v", cfg.ResultRetention)
+	case cfg.MaxResultBytes < 0:
+		return nil, invalidf("negative MaxResultBytes %d", cfg.MaxResultBytes)
 	case cfg.MaxMerge < 0:
 		return nil, invalidf("negative MaxMerge %d", cfg.MaxMerge)
 	case cfg.MaxBlock < time.Millisecond:

@@ -33,6 +33,8 @@ const (
 	codeDuplicate = 3
 	codeNotDead   = 4
 	codeDead      = 5
+	codeConflict  = 6
+	codeAborted   = 7
 )
 
 // codeErrors is the one table that turns script result codes into errors. Codes that mean success

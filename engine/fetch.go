@@ -38,6 +38,10 @@ func (d *Delivery) Receipt() Receipt { return Receipt{ID: d.ID, Token: d.Token} 
 type Receipt struct {
 	ID    string
 	Token Token
+	// Result is what Ack records as the task's result, kept when the task was published to keep
+	// its outcome (a flow step, a task waited for) or under Config.ResultRetention; at most
+	// MaxResultBytes. nil: none. The other operations ignore it.
+	Result []byte
 }
 
 // Fetch leases up to n tasks to consumer for lease, serving ready partitions round-robin. It
@@ -160,15 +164,25 @@ func (e *Engine) block(ctx context.Context, d time.Duration) error {
 // that command go-redis does not know it blocks, and reads its reply within the client's
 // ReadTimeout: such a wait is cut to shortBlockCap, and the caller, finding it not woken, waits again.
 func (e *Engine) blockWoken(ctx context.Context, d time.Duration) (bool, error) {
+	woken, err := e.blockPop(ctx, e.keys.Wake(), d)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("srq: wait for work: %w", err)
+	}
+	return woken, err
+}
+
+// blockPop pops an element of list key, waiting for one for at most d (see blockWoken), and
+// reports whether it got one. It fails with ctx's error when ctx ended, else with Redis's.
+func (e *Engine) blockPop(ctx context.Context, key string, d time.Duration) (bool, error) {
 	var err error
 	if d >= time.Second {
-		err = e.client.BLPop(ctx, d.Truncate(time.Second), e.keys.Wake()).Err()
+		err = e.client.BLPop(ctx, d.Truncate(time.Second), key).Err()
 	} else {
 		if e.shortBlockCap > 0 {
 			d = min(d, e.shortBlockCap)
 		}
 		secs := strconv.FormatFloat(max(d.Seconds(), 0.001), 'f', 3, 64)
-		err = e.client.Do(ctx, "blpop", e.keys.Wake(), secs).Err()
+		err = e.client.Do(ctx, "blpop", key, secs).Err()
 	}
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -177,7 +191,7 @@ func (e *Engine) blockWoken(ctx context.Context, d time.Duration) (bool, error) 
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return false, ctxErr
 		}
-		return false, fmt.Errorf("srq: wait for work: %w", err)
+		return false, err
 	}
 	return true, nil
 }
@@ -275,6 +289,9 @@ func leaseOf(f []any) (Receipt, error) {
 // which, as after a failed Ack, the acks may or may not have happened.
 func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n int, lease time.Duration) ([]error, []Delivery, time.Duration, error) {
 	run, err := e.fetchRun(consumer, n, lease)
+	if err == nil {
+		err = e.checkResults(rs)
+	}
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -60,7 +60,7 @@ func TestParseFetch(t *testing.T) {
 	corrupt[9] = "\x05" // headers: a count of 5 and nothing after it
 	ds, bad, _, err = parseFetch(reply(row("a", "00000000000000000007"), corrupt, row("c", "00000000000000000009")), sent, time.Minute)
 	if err != nil || len(ds) != 2 || ds[0].ID != "a" || ds[1].ID != "c" || len(bad) != 1 ||
-		bad[0].Receipt != (Receipt{ID: "b", Token: 8}) || !strings.Contains(bad[0].Reason, "unreadable task record") {
+		bad[0].ID != "b" || bad[0].Token != 8 || !strings.Contains(bad[0].Reason, "unreadable task record") {
 		t.Fatalf("a corrupt task between two: %+v, unreadable %+v, %v", ds, bad, err)
 	}
 }

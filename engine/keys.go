@@ -117,6 +117,15 @@ func (k Keys) Pending(p partition.Key, priority int) string {
 	return k.base + "q:" + strconv.Itoa(priority) + ":" + string(p)
 }
 
+// Outcome is the HASH of task id's outcome, kept for a retention once it ended (see Outcome).
+func (k Keys) Outcome(id string) string { return k.base + "o:" + id }
+
+// Waiter is the LIST a caller waiting for task id blocks on; the task's end pushes its state.
+func (k Keys) Waiter(id string) string { return k.base + "w:" + id }
+
+// Outcomes is the ZSET of the ids whose outcome is kept, scored by the ms their retention ends.
+func (k Keys) Outcomes() string { return k.base + "outs" }
+
 // Held is the SET of leased task ids of partition p, kept for ordered and limited partitions.
 func (k Keys) Held(p partition.Key) string { return k.base + "l:" + string(p) }
 

@@ -278,11 +278,11 @@ func (e *Engine) sendCalls(ops []*op) {
 	defer done()
 	receipts := func(args []any) []any {
 		for _, o := range ops {
-			args = appendReceipts(args, o.acks)
+			args = appendAcks(args, o.acks)
 		}
 		return args
 	}
-	window := e.cfg.DedupWindow.Milliseconds()
+	window, keep := e.cfg.DedupWindow.Milliseconds(), e.cfg.ResultRetention.Milliseconds()
 	sent := time.Now()
 	var (
 		codes   any   // ack codes, when the call acks
@@ -291,15 +291,15 @@ func (e *Engine) sendCalls(ops []*op) {
 	)
 	switch {
 	case len(fetches) == 0:
-		codes, err = e.run(ctx, scriptAck, receipts(append(make([]any, 0, 1+2*acks), window))...)
+		codes, err = e.run(ctx, scriptAck, receipts(append(make([]any, 0, 2+3*acks), window, keep))...)
 	case len(fetches) == 1 && acks == 0:
 		o := fetches[0]
 		var res any
 		res, err = e.run(ctx, scriptFetch, o.consumer, o.n, o.lease.Milliseconds(), o.run)
 		replies = []any{res}
 	default:
-		args := make([]any, 0, 2+4*len(fetches)+2*acks)
-		args = append(args, window, len(fetches))
+		args := make([]any, 0, 3+4*len(fetches)+3*acks)
+		args = append(args, window, keep, len(fetches))
 		for _, o := range fetches {
 			args = append(args, o.consumer, o.n, o.lease.Milliseconds(), o.run)
 		}

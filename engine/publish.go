@@ -30,7 +30,17 @@ type Message struct {
 	Headers map[string]string
 	// Payload is the task's body, at most Config.MaxPayloadBytes.
 	Payload []byte
+	// KeepOutcome keeps the task's outcome (how it ended, with its result or error) this long
+	// after it ends, readable with Outcome. 0: only as Config.ResultRetention keeps results.
+	KeepOutcome time.Duration
+	// Wait lets callers wait for the task's end with WaitOutcome. Its outcome is then kept for
+	// KeepOutcome, at least MinWaitKeep.
+	Wait bool
 }
+
+// MinWaitKeep is the shortest time the outcome of a task published with Message.Wait is kept,
+// so a caller that begins to wait after the task ended still finds it.
+const MinWaitKeep = 10 * time.Minute
 
 // PublishResult tells what Publish did with one message.
 type PublishResult struct {
@@ -71,7 +81,7 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		headers := encodeHeaders(m.Headers)
 		bytes += len(m.Payload) + len(headers)
 		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
-			m.MaxAttempts, headers, m.Payload)
+			m.MaxAttempts, headers, m.Payload, outcomeSpec(m.KeepOutcome, m.Wait))
 	}
 	o := &op{msgs: args, bytes: bytes}
 	if err := e.pubs.do(ctx, o); err != nil {
@@ -87,7 +97,19 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 }
 
 // publishArgs is the number of publish.lua arguments per message.
-const publishArgs = 8
+const publishArgs = 9
+
+// outcomeSpec is how a task's record says that its end is recorded (lua/includes/outcome.lua):
+// "" for not, else the retention in ms, followed by "w" when a caller may wait for it.
+func outcomeSpec(keep time.Duration, wait bool) string {
+	if wait {
+		return strconv.FormatInt(max(keep, MinWaitKeep).Milliseconds(), 10) + "w"
+	}
+	if keep <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(max(keep.Milliseconds(), 1), 10)
+}
 
 // Validate checks msgs as Publish would, without writing anything, so a caller that splits a
 // batch over several engines (shards) can refuse it whole. It fails with ErrInvalid.
@@ -123,6 +145,8 @@ func (e *Engine) validateMessage(m *Message) error {
 		return fmt.Errorf("time %v (At) is before 1970", m.At)
 	case m.MaxAttempts < 0:
 		return fmt.Errorf("negative MaxAttempts %d", m.MaxAttempts)
+	case m.KeepOutcome < 0 || m.KeepOutcome > MaxDelay:
+		return fmt.Errorf("KeepOutcome %v is outside [0, %v]", m.KeepOutcome, MaxDelay)
 	case len(m.Payload) > e.cfg.MaxPayloadBytes:
 		return fmt.Errorf("payload is %d bytes, the limit is %d", len(m.Payload), e.cfg.MaxPayloadBytes)
 	}

@@ -55,6 +55,9 @@ var (
 	scriptStats     = mustScript("stats")
 	scriptTask      = mustScript("task")
 	scriptRateLimit = mustScript("ratelimit")
+	scriptOutcome   = mustScript("outcome")
+	scriptFlowPub   = mustScript("flow_publish")
+	scriptFlowApply = mustScript("flow_apply")
 )
 
 // LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster). Calling

@@ -9,12 +9,18 @@ import (
 )
 
 // Ack completes the deliveries in rs in one round trip: each task is deleted, and an ordered or
-// limited partition whose last leased task it was is released. It returns one error per receipt:
-// nil, ErrStaleToken (the lease is no longer this delivery's; nothing changed) or ErrNotFound. It
-// fails with the context's or Redis's error, after which the acks may or may not have happened.
+// limited partition whose last leased task it was is released. A task whose outcome is kept (see
+// Receipt.Result) leaves it, and a flow step releases the steps waiting for it. It returns one
+// error per receipt: nil, ErrStaleToken (the lease is no longer this delivery's; nothing changed)
+// or ErrNotFound. It fails with ErrResultTooLarge for a result over MaxResultBytes, before
+// anything is sent, and with the context's or Redis's error, after which the acks may or may not
+// have happened.
 func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
 	if len(rs) == 0 {
 		return nil, nil
+	}
+	if err := e.checkResults(rs); err != nil {
+		return nil, err
 	}
 	o := &op{acks: rs}
 	if err := e.calls.do(ctx, o); err != nil {
@@ -28,6 +34,15 @@ func appendReceipts(args []any, rs []Receipt) []any {
 	args = slices.Grow(args, 2*len(rs))
 	for _, r := range rs {
 		args = append(args, r.ID, r.Token.String())
+	}
+	return args
+}
+
+// appendAcks appends the ack script arguments of rs to args: id, token and result of each.
+func appendAcks(args []any, rs []Receipt) []any {
+	args = slices.Grow(args, 3*len(rs))
+	for _, r := range rs {
+		args = append(args, r.ID, r.Token.String(), r.Result)
 	}
 	return args
 }

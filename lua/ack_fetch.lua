@@ -7,29 +7,40 @@
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none), as for ack.lua
--- ARGV[3]  f, the number of fetches (at least 1)
--- ARGV[4…] 4 per fetch, in the order they are served: consumer id, n (the most tasks to lease),
+-- ARGV[3]  result retention ms, as for ack.lua
+-- ARGV[4]  f, the number of fetches (at least 1)
+-- ARGV[5…] 4 per fetch, in the order they are served: consumer id, n (the most tasks to lease),
 --          lease ms, maxrun (the most consecutive tasks of one ordered partition)
--- ARGV[4+4f…] 2 per task to ack: id, fencing token
+-- ARGV[5+4f…] 3 per task to ack: id, fencing token, the handler's result ('' for none)
 -- Returns: {ack codes, fetch reply…}: one code per acked task as ack.lua returns them, then each
 --          fetch's reply as fetch.lua returns it, in the order of the fetches.
 
+-- The helpers of outcomes and flows are made only when an acked task needs them (lua/cold.go).
+-- @cold task_end outcome_put outcome_spec outcome_prune k_outcome k_waiter flow_end flow_note
+-- @cold flow_send flow_fanout ref_split k_children k_parents flow_run flow_apply flow_signal
+-- @cold flow_release flow_cancel flow_sat flow_blk flow_noted flow_count flow_prune flow_open
+-- @cold k_flow k_flow_steps k_flow_def k_flow_gates pend
+
 -- @include common
+-- @include outcome
+-- @include flow
 -- @include ack_tasks
 -- @include fetch_tasks
 
 local now = now_ms()
-local f = tonumber(ARGV[3])
-local first_ack = 4 + 4 * f
-local codes = ack_tasks(now, tonumber(ARGV[2]), first_ack, #ARGV)
+local f = tonumber(ARGV[4])
+local first_ack = 5 + 4 * f
+local codes = ack_tasks(now, tonumber(ARGV[2]), tonumber(ARGV[3]), first_ack, #ARGV)
+-- Flow steps the acks released are pending now, for the fetches below to take.
+if flow_pending() then flow_run(now) end
 local ack_ready_wakes = ready_wakes -- sleepers to wake for the partitions the ack made ready
 
 local total = 0
-for i = 1, f do total = total + tonumber(ARGV[4 * i + 1]) end
+for i = 1, f do total = total + tonumber(ARGV[4 * i + 2]) end
 fetch_begin(now, total)
 local res, short = {codes}, false
 for i = 1, f do
-  local a = 4 * i
+  local a = 4 * i + 1
   local n = tonumber(ARGV[a + 1])
   local out, taken = fetch_tasks(now, ARGV[a], n, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
   if taken < n then short = true end

@@ -8,6 +8,8 @@
 -- Returns: one code per task: DEAD, STALE or NOTFOUND.
 
 -- @include common
+-- @include outcome
+-- @include flow
 -- @include settle
 
 local now = now_ms()
@@ -33,5 +35,6 @@ for i = 4, #ARGV, 3 do
 end
 
 for i = 1, #parts do place(parts[i], now) end
+if flow_pending() then flow_run(now) end
 finish()
 return res

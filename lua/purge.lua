@@ -4,9 +4,12 @@
 -- ARGV[1]  key base
 -- ARGV[2]  limit when no ids are given
 -- ARGV[3…] task ids (optional)
--- Returns: {number deleted, dead letters left}
+-- Returns: {number deleted, dead letters left}. A flow step deleted has failed for good: its flow
+--          and its children are told (includes/flow.lua).
 
 -- @include common
+-- @include outcome
+-- @include flow
 -- @include settle
 
 local ids = {}
@@ -19,6 +22,9 @@ if #ARGV > 2 then
 else
   ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[2]) - 1)
 end
+local now = now_ms()
 for i = 1, #ids do drop(ids[i]) end
 stat('purged', #ids)
+if flow_pending() then flow_run(now) end
+finish()
 return {#ids, redis.call('ZCARD', K_DEAD)}

@@ -15,6 +15,8 @@
 -- Returns: {tasks returned to pending, tasks dead-lettered, 1 if more leases may have expired}
 
 -- @include common
+-- @include outcome
+-- @include flow
 -- @include settle
 
 local now = now_ms()
@@ -80,6 +82,7 @@ for _, key in ipairs({K_READY, K_DEPTH, K_HEADS}) do
   if is_listpack(key) then to_skiplist(key) end
 end
 if is_listpack(K_INFLIGHT) and redis.call('ZCARD', K_INFLIGHT) >= LEASES_CONVERT then leases_convert() end
+if flow_pending() then flow_run(now) end
 finish()
 local more = 0
 if #expired == chunk then more = 1 end

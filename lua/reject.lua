@@ -15,6 +15,8 @@
 --          back), DEAD (dead-lettered), STALE or NOTFOUND.
 
 -- @include common
+-- @include outcome
+-- @include flow
 -- @include settle
 
 local now = now_ms()
@@ -121,5 +123,6 @@ end
 
 for i = 1, #parts do place(parts[i], now) end
 stat('rejected', rejected)
+if flow_pending() then flow_run(now) end
 finish()
 return res

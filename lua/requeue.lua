@@ -8,6 +8,8 @@
 -- Returns: one code per id: OK, NOTFOUND or NOTDEAD.
 
 -- @include common
+-- @include outcome
+-- @include flow
 -- @include settle
 
 local now = now_ms()
@@ -17,7 +19,7 @@ local requeued = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'S', 'p', 'r')
+  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H')
   if not f[2] then
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= 'd' then
@@ -27,6 +29,7 @@ for i = 2, #ARGV do
     redis.call('ZREM', K_DEAD, id)
     redis.call('HSET', kt, 'S', 'p', 's', s, 't', now, 'a', 0, 'n', 0)
     pend(id, kt, p, f[3] or '0', s, now)
+    if f[4] then flow_end(id, f[4], f[5] or BASE, 'r', '') end -- a flow step: its flow goes on
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     requeued = requeued + 1
     res[#res + 1] = OK
@@ -36,5 +39,6 @@ end
 for i = 1, #parts do place(parts[i], now) end
 stat('pending', requeued)
 stat('requeued', requeued)
+if flow_pending() then flow_run(now) end
 finish()
 return res

@@ -1,22 +1,25 @@
 -- ack_tasks.lua: the work of an ack, as a function, for ack.lua and ack_fetch.lua. Included after
--- common.lua; the caller runs finish() afterwards.
+-- common.lua, outcome.lua and flow.lua; the caller runs flow_run (when flow_pending) and finish()
+-- afterwards.
 
--- ack_tasks completes the leased tasks named by ARGV[first…last], 2 per task (id, fencing token):
--- each record is deleted, and a partition whose last leased task this was is released to the
--- round-robin. window is the dedup window in ms (0: none). Returns one code per task: OK, STALE
--- (the token is not the current lease's) or NOTFOUND.
-local function ack_tasks(now, window, first, last)
+-- ack_tasks completes the leased tasks named by ARGV[first…last], 3 per task (id, fencing token,
+-- the handler's result or ''): each record is deleted, and a partition whose last leased task this
+-- was is released to the round-robin. A task whose end is recorded (lease_outcome) leaves its
+-- outcome and moves its flow on (task_end); any other with a result keeps it for keep ms (0: not
+-- kept). window is the dedup window in ms (0: none). Returns one code per task: OK, STALE (the
+-- token is not the current lease's) or NOTFOUND.
+local function ack_tasks(now, window, keep, first, last)
   local now_s = int(now) -- formatted once, not per acked id (see int)
   local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
   local acked = 0
   local dedup = {} -- score, id pairs for one variadic ZADD to dedup
 
   local ids = {}
-  for i = first, last, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = first, last, 3 do ids[#ids + 1] = ARGV[i] end
   local leases = leases_of(ids)
 
   for j = 1, #ids do
-    local id, token, v = ids[j], ARGV[first + 2 * j - 1], leases[j]
+    local id, token, v = ids[j], ARGV[first + 3 * j - 2], leases[j]
     local kt = k_task(id)
     if seen_id[id] then
       res[#res + 1] = NOTFOUND -- a repeat of an id in this call finds it acked already
@@ -36,6 +39,12 @@ local function ack_tasks(now, window, first, last)
           seen[p] = true
           parts[#parts + 1] = p
         end
+      end
+      local result = ARGV[first + 3 * j - 1]
+      if lease_outcome(v) then
+        task_end(id, kt, 'ok', result, nil, keep, now)
+      elseif keep > 0 and result ~= '' then
+        outcome_put(id, 'ok', result, nil, keep, false, now)
       end
       if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
       acked = acked + 1

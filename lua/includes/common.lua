@@ -16,7 +16,8 @@
 --   KEYS[13] qpause  STRING present while the whole queue is paused; value = ms it was paused
 --   KEYS[14] ppause  ZSET   paused partitions; score = ms they were paused
 --   KEYS[15] leases  HASH   the lease of every leased task: task id -> fencing token (20 digits),
---                           't' (tracked in its partition's held set) or 'u', then the consumer id
+--                           't' (tracked in its partition's held set) or 'u' (upper case when the
+--                           task's end is recorded), then the consumer id
 -- ARGV[1] is the key base "<prefix>:{<queue>}:"; per-task and per-partition keys are built from it
 -- and share the queue's hash tag. The variable part (id or partition) always ends the key, after a
 -- fixed kind marker, so no id or partition can make two keys collide.
@@ -30,7 +31,7 @@ local K_LEASES = KEYS[15]
 local BASE = ARGV[1]
 
 -- Result codes; engine/errors.go maps them to Go errors.
-local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD = 0, 1, 2, 3, 4, 5
+local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED = 0, 1, 2, 3, 4, 5, 6, 7
 
 local function k_task(id) return BASE .. 't:' .. id end
 local function k_meta(p) return BASE .. 'm:' .. p end
@@ -49,8 +50,11 @@ local function is_ordered(p) return string.byte(p, 1) == 33 end
 -- fields that change with every delivery live there, in one hash, rather than in the task's
 -- record: a fetch writes the leases of all its tasks with one HSET and an ack reads them with one
 -- HMGET, where a field of each record would cost a command per task (docs/data-model.md).
+-- The mark is upper case ('T' or 'U') for a task whose end must be recorded (includes/outcome.lua):
+-- an ack then reads its record, which it otherwise need not.
 local function lease_token(v) return string.sub(v, 1, 20) end
-local function lease_tracked(v) return string.byte(v, 21) == 116 end -- 't'
+local function lease_tracked(v) local b = string.byte(v, 21) return b == 116 or b == 84 end -- 't', 'T'
+local function lease_outcome(v) return string.byte(v, 21) < 97 end -- upper case
 local function lease_consumer(v) return string.sub(v, 22) end
 
 -- leases_of returns the leases of ids, in their order (false for an id without one), with one
@@ -472,6 +476,14 @@ local function bulk(cmd, key, opt, args)
       redis.call(cmd, key, unpack(args, i, j))
     end
   end
+end
+
+-- pend puts task id (record kt, partition p) into its partition's pending set at time t.
+local function pend(id, kt, p, level, s, t)
+  redis.call('ZADD', k_pending(p, level), t, s .. id)
+  level_add(p, level)
+  depth_add(p, 1)
+  head_lower(p, t)
 end
 
 -- index_flush writes what the script noted into depth and heads: one ZINCRBY for a single touched

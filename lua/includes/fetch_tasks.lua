@@ -47,6 +47,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
   local taken = 0
   local leased, leases = fetch_leased, fetch_leases
   local tail_tracked, tail_plain = 't' .. consumer, 'u' .. consumer -- a lease after its token
+  local tail_tracked_end, tail_plain_end = 'T' .. consumer, 'U' .. consumer -- its end is recorded
 
   -- take leases task member of level (pending set kp) of partition p; next_score is the score of
   -- the task behind it in that level, nil if none (the level empties). A tracked lease (ordered or
@@ -58,16 +59,16 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     depth_add(p, -1)
     local id = string.sub(member, 21)
     local kt = k_task(id)
-    local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x')
+    local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x', 'o')
     local attempt = '1' -- a first attempt, the usual case, needs no formatting
     if f[1] then attempt = int(tonumber(f[1]) + 1) end
     local token = next_seq()
     leases[#leases + 1] = id
     if track then
-      leases[#leases + 1] = token .. tail_tracked
+      leases[#leases + 1] = token .. (f[9] and tail_tracked_end or tail_tracked)
       redis.call('SADD', k_held(p), id)
     else
-      leases[#leases + 1] = token .. tail_plain
+      leases[#leases + 1] = token .. (f[9] and tail_plain_end or tail_plain)
     end
     leased[#leased + 1] = deadline_s
     leased[#leased + 1] = id

@@ -1,16 +1,9 @@
 -- settle.lua: helpers of the scripts that return leased tasks to pending or dead-letter them
--- (reject, kill, recover, requeue, purge). Included after common.lua. They live apart from
+-- (reject, kill, recover, requeue, purge). Included after common.lua, outcome.lua and flow.lua
+-- (a dead letter's end is a task's end: task_end). They live apart from
 -- common.lua because every function a script defines is a closure created on each call, and the
 -- hot scripts (publish, fetch, ack) do not need these: keeping them out saves those scripts
 -- about 1.5 µs a call.
-
--- pend puts task id (record kt, partition p) into its partition's pending set at time t.
-local function pend(id, kt, p, level, s, t)
-  redis.call('ZADD', k_pending(p, level), t, s .. id)
-  level_add(p, level)
-  depth_add(p, 1)
-  head_lower(p, t)
-end
 
 -- unlease ends the lease of task id of partition p.
 local function unlease(id, kt, p)
@@ -38,9 +31,16 @@ local function back(id, kt, p, now, delay)
   stat('pending', 1)
 end
 
--- drop deletes dead-lettered task id entirely.
+-- drop deletes dead-lettered task id entirely. A flow step's dead letter deleted has failed for
+-- good: its flow and its children are told.
 local function drop(id)
-  redis.call('DEL', k_task(id))
+  local kt = k_task(id)
+  local f = redis.call('HMGET', kt, 'F', 'H', 'x')
+  if f[1] then
+    flow_end(id, f[1], f[2] or BASE, 'X', f[3])
+    redis.call('DEL', k_parents(id))
+  end
+  redis.call('DEL', kt)
   redis.call('ZREM', K_DEAD, id)
 end
 
@@ -51,7 +51,8 @@ end
 -- millisecond still trim oldest first; it stays below 2^53 until about the year 2255.
 local function bury(id, kt, reason, now, maxcount, maxage)
   redis.call('HSET', kt, 'S', 'd')
-  if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
+  if reason ~= '' then redis.call('HSET', kt, 'x', reason) else reason = redis.call('HGET', kt, 'x') end
+  task_end(id, kt, 'dead', nil, reason, 0, now)
   local last = redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES')
   local score = now * 1000
   if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end

@@ -1,0 +1,302 @@
+-- flow.lua: flows, DAGs of tasks (steps) across queues, and the end of a task (task_end), which
+-- writes its outcome and moves its flow on. Included after common.lua and outcome.lua, before
+-- settle.lua. docs/flows.md describes the model, docs/data-model.md the keys.
+--
+-- A step is a task whose record has F, its flow's id; its task id is "<flow id>/<step name>", and
+-- H names its flow's home (the key base of the queue that keeps the flow's record) when that is
+-- not its own. A step that waits for its parents has the state S 'w' (waiting), or 'c' (cancelled,
+-- as long as a parent it must not run without is dead-lettered: a requeue of that parent reopens
+-- it), R (parents not yet done), B (parents dead-lettered through a fail edge), y (its delay ms,
+-- applied when it is released) and t (its At ms, 0 for none). Per step:
+--   fp:<id>  HASH  its parents: ref (key base .. task id) -> edge policy ('f' fail, 'c' continue,
+--                  'i' ignore), the parent's last known state (a signal below, 'w' before any) and
+--                  that state's version (20 digits)
+--   fc:<id>  LIST  its children's refs
+-- At the flow's home:
+--   f:<fid>  HASH  n (steps), ok, bad, fin (steps succeeded, failed or cancelled, and of those
+--                  for good), S (state: '' running, 'o' completed, 'x' failed, 'p' being
+--                  published, 'a' aborted), c (ms created), e (ms ended), k (retention ms)
+--   fs:<fid> HASH  step name -> its last known state and version
+--   fd:<fid> STRING the flow's definition (JSON, written by the publisher; read by inspect)
+--   flows    ZSET  running flows, score = ms created; flowsx: ended flows, score = ms their
+--                  retention ends; flowsp: flows being published, score = ms the publish began
+-- Per slot:
+--   fg:<fid> LIST  the ids of the flow's first steps in this slot, held until the publish commits
+--   fo       ZSET  the outbox: messages for other slots (JSON), score = ms written
+--
+-- A step's end is a signal: 'o' succeeded, 'x' failed (dead-lettered: a requeue may bring it
+-- back), 'r' reopened (requeued, or no longer cancelled), 'c' cancelled (for now), 'X' failed for
+-- good (its dead letter was deleted), 'C' cancelled for good. Each carries a version, a sequence
+-- number of the step's own queue, so a receiver applies a signal once and only when it is newer
+-- than the last it applied: signals can be repeated and reordered without harm. That makes the
+-- outbox safe: a signal for another slot (another queue, another shard) is written there in the
+-- same call as the end, and any consumer relays it (engine/flows.go); a relay that dies before it
+-- removes what it delivered only delivers it again. Signals for this slot are applied in the same
+-- call, up to FLOW_BUDGET a call; the rest go through the outbox, so no call's work grows with the
+-- size of a flow.
+
+local K_OUTBOX = BASE .. 'fo'
+local K_FLOWS, K_FLOWS_END, K_FLOWS_PREP = BASE .. 'flows', BASE .. 'flowsx', BASE .. 'flowsp'
+local function k_children(id) return BASE .. 'fc:' .. id end
+local function k_parents(id) return BASE .. 'fp:' .. id end
+local function k_flow(fid) return BASE .. 'f:' .. fid end
+local function k_flow_steps(fid) return BASE .. 'fs:' .. fid end
+local function k_flow_def(fid) return BASE .. 'fd:' .. fid end
+local function k_flow_gates(fid) return BASE .. 'fg:' .. fid end
+
+-- FLOW_BUDGET is the most signals one call applies to this slot's steps itself; FANOUT_CHUNK the
+-- most children of one step it reads at a time. FLOW_PRUNE is how many ended flows past their
+-- retention a call that ends one forgets.
+local FLOW_BUDGET, FANOUT_CHUNK, FLOW_PRUNE = 1000, 500, 5
+local NO_VERSION = '00000000000000000000'
+local GATE, GATE_OPEN = '^', '00000000000000000001'
+
+-- The signals of this call still to apply here, in order, and how many the budget has used.
+local flow_queue, flow_head, flow_spent = {}, 1, 0
+
+-- ref_split splits a step's ref into its key base and task id: the base ends at the first "}:"
+-- (neither a prefix nor a queue name holds '}').
+local function ref_split(ref)
+  local i = string.find(ref, '}:', 1, true)
+  return string.sub(ref, 1, i + 1), string.sub(ref, i + 2)
+end
+
+-- flow_send delivers message m, for the slot whose key base is m.b: here, in this call, while the
+-- budget lasts; anywhere else through the outbox.
+local function flow_send(m)
+  if m.b == BASE and flow_spent < FLOW_BUDGET then
+    flow_spent = flow_spent + 1
+    flow_queue[#flow_queue + 1] = m
+  else
+    redis.call('ZADD', K_OUTBOX, int(clock_ms or now_ms()), cjson.encode(m))
+  end
+end
+
+-- flow_note tells flow fid's home that step name is in state s now (version v).
+local function flow_note(home, fid, name, s, v)
+  flow_send({b = home, k = 'n', f = fid, t = name, s = s, v = v})
+end
+
+-- flow_fanout tells the children of step id, from the from-th (0-based) on, that it is in state s
+-- (version v, error e), a chunk at a time. After a final state the list is no longer needed.
+local function flow_fanout(id, name, s, v, e, from)
+  local kc = k_children(id)
+  local kids = redis.call('LRANGE', kc, from, from + FANOUT_CHUNK - 1)
+  local ref = BASE .. id
+  for i = 1, #kids do
+    local b, cid = ref_split(kids[i])
+    flow_send({b = b, k = 's', c = cid, p = ref, n = name, s = s, v = v, e = e})
+  end
+  if #kids == FANOUT_CHUNK then
+    flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from + FANOUT_CHUNK})
+  elseif s == 'o' or s == 'X' or s == 'C' then
+    redis.call('DEL', kc)
+  end
+end
+
+-- flow_end signals that step id of flow fid (home its flow's home) is in state s, with error e:
+-- to its flow and, unless it is only cancelled for now (its children wait on it either way), to
+-- its children.
+local function flow_end(id, fid, home, s, e)
+  local v = next_seq()
+  local name = string.sub(id, #fid + 2)
+  flow_note(home, fid, name, s, v)
+  if s ~= 'c' then flow_fanout(id, name, s, v, e or '', 0) end
+end
+
+-- task_end records that task id (record kt, not yet deleted) ended in state s ('ok', 'dead' or
+-- 'cancelled') with result v or error e: its outcome, when the task or the queue (qkeep ms) wants
+-- it kept or a caller waits, and its flow's next steps. A step that ended for good forgets its
+-- parents.
+local function task_end(id, kt, s, v, e, qkeep, now)
+  local f = redis.call('HMGET', kt, 'o', 'F', 'H')
+  local keep, waiter = outcome_spec(f[1])
+  if qkeep > keep then keep = qkeep end
+  if keep > 0 or waiter then outcome_put(id, s, v, e, keep, waiter, now) end
+  if f[2] then
+    local sig = 'C'
+    if s == 'ok' then sig = 'o' elseif s == 'dead' then sig = 'x' end
+    flow_end(id, f[2], f[3] or BASE, sig, e)
+    if s ~= 'dead' then redis.call('DEL', k_parents(id)) end
+  end
+end
+
+-- flow_release makes waiting step id (record kt) a pending task of its partition, as if published
+-- now: a new sequence number, available after its delay or at its At.
+local function flow_release(id, kt, now)
+  local f = redis.call('HMGET', kt, 'p', 'r', 'y', 't')
+  local p, level = f[1], f[2] or '0'
+  local t = now + (tonumber(f[3]) or 0)
+  local at = tonumber(f[4]) or 0
+  if at > t then t = at end
+  local s = next_seq()
+  redis.call('HDEL', kt, 'S', 'R', 'B', 'y')
+  redis.call('HSET', kt, 's', s, 't', int(t))
+  pend(id, kt, p, level, s, t)
+  stat('waiting', -1)
+  stat('pending', 1)
+  place(p, now)
+end
+
+-- flow_cancel cancels waiting step id (record kt) for good with reason: its outcome is recorded
+-- and its children and flow are told.
+local function flow_cancel(id, kt, reason, now)
+  task_end(id, kt, 'cancelled', nil, reason, 0, now)
+  redis.call('DEL', kt)
+  stat('waiting', -1)
+  stat('cancelled', 1)
+end
+
+-- flow_sat and flow_blk say what a parent in state s means to a child through an edge of policy
+-- pol: 1 when the child no longer waits for it (it succeeded, or failed and the edge lets the
+-- child go on), and 1 when it stops the child for now (dead-lettered, through a fail edge).
+local function flow_sat(pol, s)
+  if s == 'o' or (pol ~= 'f' and (s == 'x' or s == 'X' or s == 'C')) then return 1 end
+  return 0
+end
+local function flow_blk(pol, s)
+  if pol == 'f' and s == 'x' then return 1 end
+  return 0
+end
+
+-- flow_signal applies to waiting step cid that its parent pref (step name pname) is in state s,
+-- version v, error e: the step is released when no parent holds it back any more, cancelled for
+-- now while a fail-edge parent is dead-lettered (and reopened when none is), and cancelled for good
+-- when such a parent failed or was cancelled for good. A step already released or gone ignores
+-- it, as does every step a signal older than the last from that parent.
+local function flow_signal(cid, pref, pname, s, v, e, now)
+  local kp = k_parents(cid)
+  local cur = redis.call('HGET', kp, pref)
+  if not cur or string.sub(cur, 3) >= v then return end
+  local pol, old = string.sub(cur, 1, 1), string.sub(cur, 2, 2)
+  redis.call('HSET', kp, pref, pol .. s .. v)
+  local kt = k_task(cid)
+  local f = redis.call('HMGET', kt, 'S', 'R', 'B', 'F', 'H')
+  local st = f[1]
+  if st ~= 'w' and st ~= 'c' then return end
+  local why = 'parent ' .. pname .. ' failed'
+  if e and e ~= '' then why = why .. ': ' .. e end
+  if pol == 'f' and (s == 'X' or s == 'C') then
+    flow_cancel(cid, kt, why, now)
+    return
+  end
+  local r = tonumber(f[2]) - (flow_sat(pol, s) - flow_sat(pol, old))
+  local b = tonumber(f[3]) + (flow_blk(pol, s) - flow_blk(pol, old))
+  local name = string.sub(cid, #f[4] + 2)
+  if b > 0 and st == 'w' then
+    redis.call('HSET', kt, 'R', r, 'B', b, 'S', 'c', 'x', why)
+    flow_note(f[5] or BASE, f[4], name, 'c', next_seq())
+  elseif b == 0 and st == 'c' then
+    redis.call('HSET', kt, 'R', r, 'B', b, 'S', 'w')
+    flow_note(f[5] or BASE, f[4], name, 'r', next_seq())
+    st = 'w'
+  else
+    redis.call('HSET', kt, 'R', r, 'B', b)
+  end
+  if st == 'w' and b == 0 and r == 0 then flow_release(cid, kt, now) end
+end
+
+-- flow_prune forgets up to n ended flows whose home is here and whose retention has ended.
+local function flow_prune(now, n)
+  local old = redis.call('ZRANGEBYSCORE', K_FLOWS_END, '-inf', int(now), 'LIMIT', '0', n)
+  if #old == 0 then return end
+  local keys = {}
+  for i = 1, #old do
+    keys[#keys + 1] = k_flow(old[i])
+    keys[#keys + 1] = k_flow_steps(old[i])
+    keys[#keys + 1] = k_flow_def(old[i])
+  end
+  redis.call('DEL', unpack(keys))
+  redis.call('ZREM', K_FLOWS_END, unpack(old))
+end
+
+-- FLOW_BAD and FLOW_FINAL are the step states a flow counts as failed, and as failed for good.
+local FLOW_BAD = {x = true, c = true, X = true, C = true}
+local FLOW_FINAL = {X = true, C = true}
+
+-- flow_count is 1 when set[s], else 0.
+local function flow_count(set, s)
+  if set[s] then return 1 end
+  return 0
+end
+
+-- flow_noted applies, at flow fid's home, that its step name is in state s, version v: it keeps
+-- the flow's counts, and its state: completed when every step succeeded, failed while any failed
+-- or is cancelled, running otherwise (again, when a failed step is requeued). A flow whose steps
+-- all ended is kept for its retention from then on.
+local function flow_noted(fid, name, s, v, now)
+  local ks = k_flow_steps(fid)
+  local cur = redis.call('HGET', ks, name)
+  if not cur or string.sub(cur, 2) >= v then return end
+  redis.call('HSET', ks, name, s .. v)
+  local old = string.sub(cur, 1, 1)
+  local d_ok = (s == 'o' and 1 or 0) - (old == 'o' and 1 or 0)
+  local d_bad = flow_count(FLOW_BAD, s) - flow_count(FLOW_BAD, old)
+  local d_fin = flow_count(FLOW_FINAL, s) - flow_count(FLOW_FINAL, old)
+  if d_ok == 0 and d_bad == 0 and d_fin == 0 then return end
+  local kf = k_flow(fid)
+  local f = redis.call('HMGET', kf, 'n', 'ok', 'bad', 'fin', 'S', 'k', 'e')
+  local n = tonumber(f[1])
+  local ok, bad, fin = (tonumber(f[2]) or 0) + d_ok, (tonumber(f[3]) or 0) + d_bad, (tonumber(f[4]) or 0) + d_fin
+  local state = ''
+  if ok == n then state = 'o' elseif bad > 0 then state = 'x' end
+  redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin, 'S', state)
+  if state ~= (f[5] or '') then
+    if state == 'o' then stat('flows_completed', 1) elseif state == 'x' then stat('flows_failed', 1) end
+  end
+  if ok + bad == n then
+    if not f[7] then
+      redis.call('HSET', kf, 'e', int(now))
+      redis.call('ZREM', K_FLOWS, fid)
+      redis.call('ZADD', K_FLOWS_END, int(now + tonumber(f[6])), fid)
+      flow_prune(now, FLOW_PRUNE)
+    end
+  elseif f[7] then
+    redis.call('HDEL', kf, 'e')
+    redis.call('ZREM', K_FLOWS_END, fid)
+    redis.call('ZADD', K_FLOWS, redis.call('HGET', kf, 'c'), fid)
+  end
+end
+
+-- flow_open releases the first steps of flow fid in this slot, held since the publish wrote them
+-- (fg:<fid>), from the from-th (0-based) on, a chunk at a time.
+local function flow_open(fid, from)
+  local kg = k_flow_gates(fid)
+  local ids = redis.call('LRANGE', kg, from, from + FANOUT_CHUNK - 1)
+  for i = 1, #ids do
+    flow_send({b = BASE, k = 's', c = ids[i], p = GATE, n = GATE, s = 'o', v = GATE_OPEN, e = ''})
+  end
+  if #ids == FANOUT_CHUNK then
+    flow_send({b = BASE, k = 'g', f = fid, from = from + FANOUT_CHUNK})
+  else
+    redis.call('DEL', kg)
+  end
+end
+
+-- flow_apply applies one message: a signal to a step ('s'), a note to a flow ('n'), the rest of a
+-- fan-out ('f') or of the release of a flow's first steps ('g').
+local function flow_apply(m, now)
+  if m.k == 's' then
+    flow_signal(m.c, m.p, m.n, m.s, m.v, m.e, now)
+  elseif m.k == 'n' then
+    flow_noted(m.f, m.t, m.s, m.v, now)
+  elseif m.k == 'f' then
+    flow_fanout(m.i, m.n, m.s, m.v, m.e, m.from)
+  elseif m.k == 'g' then
+    flow_open(m.f, m.from)
+  end
+end
+
+-- flow_run applies the signals this call sent to this slot, and those they send in turn, while
+-- the budget lasts (flow_send puts the rest in the outbox). Every script that may end a task runs
+-- it before finish(): flow_pending says whether it has anything to do.
+local function flow_run(now)
+  while flow_head <= #flow_queue do
+    local m = flow_queue[flow_head]
+    flow_queue[flow_head] = false
+    flow_head = flow_head + 1
+    flow_apply(m, now)
+  end
+end
+
+local function flow_pending() return flow_head <= #flow_queue end

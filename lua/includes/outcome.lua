@@ -1,0 +1,61 @@
+-- outcome.lua: what a task's end leaves for whoever asked for it: its outcome (state, result,
+-- error), kept for a retention, and a wake-up for a caller waiting on it. Included after
+-- common.lua.
+--
+-- Keys, built from the key base like the per-partition keys, so they share the queue's hash tag:
+--   o:<id>  HASH  the outcome of task id: s (state: 'ok', 'dead' or 'cancelled'), f (ms it ended),
+--                 v (the handler's result, when it gave one), e (the error, when it failed)
+--   w:<id>  LIST  the state of the last end of a task published to be waited for; the waiter pops it
+--   outs    ZSET  the ids whose outcome is kept; score = ms the retention ends
+--
+-- A task wants its outcome kept when its record has the field 'o': the retention in ms, followed
+-- by 'w' when a caller may wait for it (PublishAndWait). Flow steps always have it. A fetch marks
+-- the lease of such a task (lease_outcome) so an ack knows without reading the record; a task
+-- without it keeps a result only under the queue's result retention, which the ack is given.
+
+local K_OUTS = BASE .. 'outs'
+local function k_outcome(id) return BASE .. 'o:' .. id end
+local function k_waiter(id) return BASE .. 'w:' .. id end
+
+-- outcome_spec parses a record's 'o' field: the retention in ms, and whether a caller waits.
+local function outcome_spec(o)
+  if not o then return 0, false end
+  if string.byte(o, -1) == 119 then return tonumber(string.sub(o, 1, -2)) or 0, true end -- 'w'
+  return tonumber(o) or 0, false
+end
+
+-- OUTCOME_PRUNE is how many expired outcomes a call that writes one forgets: more than it writes,
+-- so the kept ones never grow past those within their retention, and bounded.
+local OUTCOME_PRUNE = 20
+
+-- outcome_prune forgets up to n outcomes whose retention has ended, with their waiter lists.
+local function outcome_prune(now, n)
+  local old = redis.call('ZRANGEBYSCORE', K_OUTS, '-inf', int(now), 'LIMIT', '0', n)
+  if #old == 0 then return end
+  local keys = {}
+  for i = 1, #old do
+    keys[#keys + 1] = k_outcome(old[i])
+    keys[#keys + 1] = k_waiter(old[i])
+  end
+  redis.call('DEL', unpack(keys))
+  redis.call('ZREM', K_OUTS, unpack(old))
+end
+
+-- outcome_put records that task id ended at now in state s ('ok', 'dead' or 'cancelled') with
+-- result v and error e (nil or '' for none), kept keep ms, and wakes its waiter when waiter is
+-- set. A later end of the same task (a dead letter requeued, then acked) replaces it.
+local function outcome_put(id, s, v, e, keep, waiter, now)
+  local ko = k_outcome(id)
+  local f = {'s', s, 'f', int(now)}
+  if v and v ~= '' then f[#f + 1] = 'v'; f[#f + 1] = v end
+  if e and e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
+  redis.call('DEL', ko)
+  redis.call('HSET', ko, unpack(f))
+  redis.call('ZADD', K_OUTS, int(now + keep), id)
+  if waiter then
+    local kw = k_waiter(id)
+    redis.call('LPUSH', kw, s)
+    redis.call('LTRIM', kw, '0', '0')
+  end
+  outcome_prune(now, OUTCOME_PRUNE)
+end
