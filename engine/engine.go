@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -90,6 +91,9 @@ type Engine struct {
 	pubs       merger // Publish calls, merged
 	// shortBlockCap bounds a wait under a second in Redis (blockWoken); 0: no bound.
 	shortBlockCap time.Duration
+	// siblings holds the engines of other slots that flow messages and step outcomes go to (at),
+	// by key base.
+	siblings sync.Map
 }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails

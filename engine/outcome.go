@@ -35,6 +35,8 @@ type Outcome struct {
 	Ended time.Time
 	// Result is what the handler of a succeeded task returned (Receipt.Result); nil for none.
 	Result []byte
+	// ResultLen is the length of the result.
+	ResultLen int
 	// Error is why a task was dead-lettered or cancelled.
 	Error string
 }
@@ -62,33 +64,67 @@ func (e *Engine) checkResults(rs []Receipt) error {
 // and no outcome of it is kept, with ErrInvalid for an invalid id, and with the context's or
 // Redis's error.
 func (e *Engine) Outcome(ctx context.Context, id string) (Outcome, error) {
-	if err := validID(id, false); err != nil {
-		return Outcome{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	res, err := e.run(ctx, scriptOutcome, id)
+	os, errs, err := e.outcomes(ctx, []string{id}, false)
 	if err != nil {
 		return Outcome{}, err
 	}
-	if code, ok := res.(int64); ok {
-		return Outcome{}, codeError(code)
-	}
-	return parseOutcome(res)
+	return os[0], errs[0]
 }
 
-// parseOutcome reads outcome.lua's reply.
-func parseOutcome(res any) (Outcome, error) {
+// outcomes reads the outcomes of ids in one call, with each one's error (nil or ErrNotFound);
+// sizes returns a result's length in Result's place (its bytes unset, its length in ResultLen).
+func (e *Engine) outcomes(ctx context.Context, ids []string, sizes bool) ([]Outcome, []error, error) {
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, sizes)
+	for _, id := range ids {
+		if err := validID(id, false); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		args = append(args, id)
+	}
+	res, err := e.run(ctx, scriptOutcome, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := replySlice(res)
+	if err != nil || len(rows) != len(ids) {
+		return nil, nil, fmt.Errorf("srq: outcome: malformed reply %v", res)
+	}
+	os, errs := make([]Outcome, len(ids)), make([]error, len(ids))
+	for i, row := range rows {
+		if code, ok := row.(int64); ok {
+			errs[i] = codeError(code)
+			continue
+		}
+		if os[i], err = parseOutcome(row, sizes); err != nil {
+			return nil, nil, err
+		}
+	}
+	return os, errs, nil
+}
+
+// parseOutcome reads one of outcome.lua's rows.
+func parseOutcome(res any, sizes bool) (Outcome, error) {
 	rows, err := replySlice(res)
 	if err != nil || len(rows) != 4 {
 		return Outcome{}, fmt.Errorf("srq: outcome: malformed reply %v", res)
 	}
 	state, err1 := replyString(rows[0])
 	ended, err2 := replyInt(rows[1])
-	result, err3 := replyString(rows[2])
 	why, err4 := replyString(rows[3])
+	var result string
+	var size int64
+	var err3 error
+	if sizes {
+		size, err3 = replyInt(rows[2])
+	} else {
+		result, err3 = replyString(rows[2])
+		size = int64(len(result))
+	}
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return Outcome{}, fmt.Errorf("srq: outcome: malformed reply %v: %w", res, err)
 	}
-	o := Outcome{State: outcomeStates[state], Error: why}
+	o := Outcome{State: outcomeStates[state], Error: why, ResultLen: int(size)}
 	if o.State == "" {
 		return Outcome{}, fmt.Errorf("srq: outcome: unknown state %q", state)
 	}

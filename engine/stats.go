@@ -20,6 +20,13 @@ type Stats struct {
 	// TakenBack counts tasks returned because an earlier task of their ordered partition, leased
 	// with them, was rejected.
 	TakenBack int64
+	// Waiting is the flow steps waiting for their parents (not counted in Pending); Cancelled
+	// counts the tasks cancelled since the queue was created.
+	Waiting, Cancelled int64
+	// FlowsStarted, FlowsCompleted and FlowsFailed count the flows whose home is this queue (their
+	// first step's) that were published, that completed, and that failed. A failed flow that a
+	// requeue brings back and that then completes is counted in both.
+	FlowsStarted, FlowsCompleted, FlowsFailed int64
 	// ServerTime is the Redis server's clock when the stats were read.
 	ServerTime time.Time
 }
@@ -47,6 +54,8 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
 		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
+		"waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
+		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed,
 	}
 	for i := 5; i+1 < len(rows); i += 2 {
 		name, err := replyString(rows[i])

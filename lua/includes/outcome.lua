@@ -59,3 +59,19 @@ local function outcome_put(id, s, v, e, keep, waiter, now)
   end
   outcome_prune(now, OUTCOME_PRUNE)
 end
+
+-- outcome_of returns what became of task id, as outcome.lua returns it: {state, ended ms, result,
+-- error}, or nil when the task does not exist and no outcome of it is kept.
+local function outcome_of(id)
+  local rec = redis.call('HMGET', k_task(id), 'S', 'p', 'x')
+  if rec[2] and rec[1] ~= 'd' then
+    if rec[1] == 'w' then return {'waiting', 0, '', ''} end
+    if rec[1] == 'c' then return {'cancelled', 0, '', rec[3] or ''} end
+    if redis.call('HEXISTS', K_LEASES, id) == 1 then return {'leased', 0, '', ''} end
+    return {'pending', 0, '', ''}
+  end
+  local o = redis.call('HMGET', k_outcome(id), 's', 'f', 'v', 'e')
+  if o[1] then return {o[1], tonumber(o[2]), o[3] or '', o[4] or ''} end
+  if rec[2] then return {'dead', 0, '', rec[3] or ''} end
+  return nil
+end

@@ -1,0 +1,732 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Limits of a flow.
+const (
+	// MaxFlowSteps is the most steps one flow may have.
+	MaxFlowSteps = 20_000
+	// MaxStepNameLen is the longest step name, in bytes.
+	MaxStepNameLen = 64
+	// DefaultFlowKeep is how long a flow, and its steps' outcomes, are kept after it ended when
+	// FlowSpec.Keep is zero.
+	DefaultFlowKeep = 7 * 24 * time.Hour
+	// flowChunk is the most steps one call of flow_publish.lua writes: a larger flow, or one over
+	// several slots, is written in parts that only a last call makes visible.
+	flowChunk = 1000
+	// relayPage is the most outbox messages one relay round reads.
+	relayPage = 256
+)
+
+var (
+	// ErrFlowConflict is wrapped by the error for a flow one of whose steps' task ids exists
+	// already (a task published with that id outside the flow): nothing was published.
+	ErrFlowConflict = errors.New("srq: a flow step's task id exists already")
+	// ErrFlowAborted is wrapped by the error for a flow whose publish took so long that it was
+	// undone (RecoverFlows) before it completed: nothing was published.
+	ErrFlowAborted = errors.New("srq: the flow's publish was undone before it completed")
+)
+
+// EdgePolicy says what a step does when a parent it depends on fails (is dead-lettered) or is
+// cancelled.
+type EdgePolicy byte
+
+// The edge policies.
+const (
+	// FailDependents cancels the dependent step (and so its own fail dependents) and fails the
+	// flow. While the failed parent is a dead letter, a requeue of it reopens the step.
+	FailDependents EdgePolicy = 'f'
+	// ContinueDependents lets the dependent step run once its other parents are done; it sees
+	// which parents failed.
+	ContinueDependents EdgePolicy = 'c'
+	// IgnoreFailure lets the dependent step run as if the parent had succeeded.
+	IgnoreFailure EdgePolicy = 'i'
+)
+
+func (p EdgePolicy) valid() bool {
+	return p == FailDependents || p == ContinueDependents || p == IgnoreFailure
+}
+
+// String names the policy.
+func (p EdgePolicy) String() string {
+	switch p {
+	case FailDependents:
+		return "fail"
+	case ContinueDependents:
+		return "continue"
+	case IgnoreFailure:
+		return "ignore"
+	}
+	return fmt.Sprintf("EdgePolicy(%d)", byte(p))
+}
+
+// FlowEdge is one dependency of a step: the parent step's name and the policy on its failure.
+type FlowEdge struct {
+	Parent string
+	Policy EdgePolicy
+}
+
+// FlowStep is one step of a FlowSpec: a task published on Engine (its queue, or the shard of it
+// that holds Message.Partition) once every parent is done.
+type FlowStep struct {
+	// Name names the step within its flow: at most MaxStepNameLen bytes of UTF-8, no '/'. The
+	// step's task id is "<flow id>/<name>".
+	Name string
+	// Engine is the queue (shard) the step is published on. Every step of a flow must use engines
+	// on one Redis client.
+	Engine *Engine
+	// Message is the task, as for Publish; its ID must be empty (the step's id is derived), its
+	// KeepOutcome and Wait unset (a step's outcome is kept with its flow). Delay and At count from
+	// the step's release.
+	Message Message
+	// After names the steps this one waits for.
+	After []FlowEdge
+}
+
+// FlowSpec is a flow to publish: a DAG of steps, run in dependency order across queues.
+type FlowSpec struct {
+	// ID names the flow; empty: a new id (NewID). At most MaxIDLen bytes with the step names.
+	ID string
+	// Keep is how long the flow and its steps' outcomes (results, errors) are kept after the flow
+	// ended. Default DefaultFlowKeep.
+	Keep  time.Duration
+	Steps []FlowStep
+}
+
+// StepID returns the task id of step name of flow id.
+func StepID(flowID, name string) string { return flowID + "/" + name }
+
+// flowDef is a flow's definition as its home keeps it (fd:<fid>), for inspection and for undoing
+// an unfinished publish.
+type flowDef struct {
+	Steps []flowDefStep `json:"steps"`
+}
+
+type flowDefStep struct {
+	Name  string     `json:"n"`
+	Queue string     `json:"q"`
+	Base  string     `json:"b"`
+	After [][]string `json:"a,omitempty"` // [parent name, policy]
+}
+
+// ValidateFlow checks spec as PublishFlow does, without writing anything. It fails with
+// ErrInvalid.
+func ValidateFlow(spec *FlowSpec) error {
+	_, err := planFlow(spec)
+	return err
+}
+
+// flowPlan is a checked FlowSpec: its steps by name, and by slot.
+type flowPlan struct {
+	spec   *FlowSpec
+	ids    []string
+	refs   []string           // key base .. task id, per step
+	index  map[string]int     // step name -> index
+	kids   [][]int            // children of each step
+	groups map[string][]int   // key base -> steps in that slot, in spec order
+	bases  []string           // the slots in order of first use; bases[0] is the home
+	engs   map[string]*Engine // key base -> engine
+	def    []byte
+}
+
+// planFlow validates spec and works out its plan. A generated flow id is written to spec.ID.
+func planFlow(spec *FlowSpec) (*flowPlan, error) {
+	if spec == nil || len(spec.Steps) == 0 {
+		return nil, invalidf("a flow needs at least one step")
+	}
+	if len(spec.Steps) > MaxFlowSteps {
+		return nil, invalidf("the flow has %d steps, the limit is %d (MaxFlowSteps)", len(spec.Steps), MaxFlowSteps)
+	}
+	if spec.Keep < 0 || spec.Keep > MaxDelay {
+		return nil, invalidf("flow Keep %v is outside [0, %v]", spec.Keep, MaxDelay)
+	}
+	if spec.ID == "" {
+		spec.ID = NewID()
+	}
+	if err := validID(spec.ID, false); err != nil {
+		return nil, fmt.Errorf("%w: flow id: %w", ErrInvalid, err)
+	}
+	p := &flowPlan{spec: spec, index: map[string]int{}, groups: map[string][]int{}, engs: map[string]*Engine{}}
+	n := len(spec.Steps)
+	p.ids, p.refs, p.kids = make([]string, n), make([]string, n), make([][]int, n)
+	for i := range spec.Steps {
+		s := &spec.Steps[i]
+		switch {
+		case s.Name == "":
+			return nil, invalidf("step %d has no name", i)
+		case len(s.Name) > MaxStepNameLen:
+			return nil, invalidf("step %q: the name is %d bytes, the limit is %d", s.Name, len(s.Name), MaxStepNameLen)
+		case !utf8.ValidString(s.Name):
+			return nil, invalidf("step %q: the name is not valid UTF-8", s.Name)
+		case strings.Contains(s.Name, "/"):
+			return nil, invalidf("step %q: the name holds '/'", s.Name)
+		case s.Engine == nil:
+			return nil, invalidf("step %q has no queue", s.Name)
+		case s.Message.ID != "":
+			return nil, invalidf("step %q: Message.ID is set; a step's id is the flow id and its name", s.Name)
+		case s.Message.KeepOutcome != 0 || s.Message.Wait:
+			return nil, invalidf("step %q: KeepOutcome or Wait is set; a step's outcome is kept with its flow", s.Name)
+		}
+		if _, dup := p.index[s.Name]; dup {
+			return nil, invalidf("two steps are named %q", s.Name)
+		}
+		p.index[s.Name] = i
+		if s.Engine.client != spec.Steps[0].Engine.client {
+			return nil, invalidf("step %q: its queue uses another Redis client than step %q's; a flow's queues share one",
+				s.Name, spec.Steps[0].Name)
+		}
+		if err := s.Engine.validateMessage(&s.Message); err != nil {
+			return nil, fmt.Errorf("%w: step %q: %w", ErrInvalid, s.Name, err)
+		}
+		p.ids[i] = StepID(spec.ID, s.Name)
+		if err := validID(p.ids[i], false); err != nil {
+			return nil, fmt.Errorf("%w: step %q: %w", ErrInvalid, s.Name, err)
+		}
+		base := s.Engine.keys.Base()
+		p.refs[i] = base + p.ids[i]
+		if _, ok := p.groups[base]; !ok {
+			p.bases = append(p.bases, base)
+			p.engs[base] = s.Engine
+		}
+		p.groups[base] = append(p.groups[base], i)
+	}
+	def := flowDef{Steps: make([]flowDefStep, n)}
+	for i := range spec.Steps {
+		s := &spec.Steps[i]
+		seen := map[string]bool{}
+		def.Steps[i] = flowDefStep{Name: s.Name, Queue: s.Engine.cfg.Queue, Base: s.Engine.keys.Base()}
+		for _, e := range s.After {
+			j, ok := p.index[e.Parent]
+			switch {
+			case !ok:
+				return nil, invalidf("step %q depends on %q, which is not a step of the flow", s.Name, e.Parent)
+			case j == i:
+				return nil, invalidf("step %q depends on itself", s.Name)
+			case seen[e.Parent]:
+				return nil, invalidf("step %q depends on %q twice", s.Name, e.Parent)
+			case e.Policy != 0 && !e.Policy.valid():
+				return nil, invalidf("step %q: unknown policy %d on %q", s.Name, e.Policy, e.Parent)
+			}
+			seen[e.Parent] = true
+			p.kids[j] = append(p.kids[j], i)
+			def.Steps[i].After = append(def.Steps[i].After, []string{e.Parent, cmpPolicy(e.Policy).String()})
+		}
+	}
+	if cyc := p.cycle(); cyc != "" {
+		return nil, invalidf("the flow has a cycle through step %q", cyc)
+	}
+	var err error
+	if p.def, err = json.Marshal(def); err != nil {
+		return nil, fmt.Errorf("srq: flow definition: %w", err)
+	}
+	return p, nil
+}
+
+func cmpPolicy(p EdgePolicy) EdgePolicy {
+	if p == 0 {
+		return FailDependents
+	}
+	return p
+}
+
+// cycle returns the name of a step on a cycle, or "" when the steps form a DAG (Kahn's algorithm).
+func (p *flowPlan) cycle() string {
+	steps := p.spec.Steps
+	waits := make([]int, len(steps))
+	for i := range steps {
+		waits[i] = len(steps[i].After)
+	}
+	var ready []int
+	for i, w := range waits {
+		if w == 0 {
+			ready = append(ready, i)
+		}
+	}
+	done := 0
+	for len(ready) > 0 {
+		i := ready[len(ready)-1]
+		ready = ready[:len(ready)-1]
+		done++
+		for _, k := range p.kids[i] {
+			if waits[k]--; waits[k] == 0 {
+				ready = append(ready, k)
+			}
+		}
+	}
+	if done == len(steps) {
+		return ""
+	}
+	for i, w := range waits {
+		if w > 0 {
+			return steps[i].Name
+		}
+	}
+	return ""
+}
+
+// stepArgs appends flow_publish.lua's 10 values of step i to args.
+func (p *flowPlan) stepArgs(args []any, i int) []any {
+	s := &p.spec.Steps[i]
+	m := &s.Message
+	var at int64
+	if !m.At.IsZero() {
+		at = max(m.At.UnixMilli(), 1)
+	}
+	parents, children := "", ""
+	if len(s.After) > 0 {
+		refs := make([]string, len(s.After))
+		for j, e := range s.After {
+			refs[j] = string(cmpPolicy(e.Policy)) + p.refs[p.index[e.Parent]]
+		}
+		parents = mustJSON(refs)
+	}
+	if len(p.kids[i]) > 0 {
+		refs := make([]string, len(p.kids[i]))
+		for j, k := range p.kids[i] {
+			refs[j] = p.refs[k]
+		}
+		children = mustJSON(refs)
+	}
+	return append(args, p.ids[i], string(m.Partition), m.Priority, m.Delay.Milliseconds(), at, m.MaxAttempts,
+		encodeHeaders(m.Headers), m.Payload, parents, children)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // strings only
+	}
+	return string(b)
+}
+
+// PublishFlow publishes spec whole or not at all: every step is written, the first ones (no
+// parents) pending, the others waiting for their parents, or none is. A flow whose steps all live
+// in one slot (one queue, or one shard) and number at most 1,000 is one call; any other is
+// written in parts that only a last call at the flow's home (its first step's queue) makes
+// visible, and a publish that fails or dies before that is undone (RecoverFlows). It reports a
+// duplicate, writing nothing, when a flow with spec.ID exists (running, or ended and within its
+// retention); a generated id is written to spec.ID. It fails with ErrInvalid, before anything is
+// written, for an invalid flow (no steps, too many, a duplicate or invalid name, an unknown
+// dependency, a cycle, an invalid message, queues on different clients); with an error wrapping
+// ErrFlowConflict when a step's task id exists; with one wrapping ErrFlowAborted when the publish
+// was undone meanwhile; and with the context's or Redis's error, after which the flow may or may
+// not exist (publish it again with the same id to find out: a duplicate means it does).
+func PublishFlow(ctx context.Context, spec *FlowSpec) (duplicate bool, err error) {
+	p, err := planFlow(spec)
+	if err != nil {
+		return false, err
+	}
+	keep := cmpDuration(spec.Keep, DefaultFlowKeep).Milliseconds()
+	home := p.engs[p.bases[0]]
+	if len(p.bases) == 1 && len(spec.Steps) <= flowChunk {
+		args := []any{"all", spec.ID, keep, p.def}
+		for i := range spec.Steps {
+			args = p.stepArgs(args, i)
+		}
+		res, err := home.run(ctx, scriptFlowPub, args...)
+		if err != nil {
+			return false, err
+		}
+		return p.result(res)
+	}
+	return p.publishParts(ctx, home, keep)
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// result reads flow_publish.lua's reply.
+func (p *flowPlan) result(res any) (duplicate bool, err error) {
+	if code, ok := res.(int64); ok {
+		switch code {
+		case codeOK:
+			return false, nil
+		case codeDuplicate:
+			return true, nil
+		case codeAborted:
+			return false, fmt.Errorf("%w: flow %s", ErrFlowAborted, p.spec.ID)
+		}
+		return false, codeError(code)
+	}
+	rows, err := replySlice(res)
+	if err == nil && len(rows) == 2 {
+		if code, _ := replyInt(rows[0]); code == codeConflict {
+			id, _ := replyString(rows[1])
+			return false, fmt.Errorf("%w: flow %s: task %s", ErrFlowConflict, p.spec.ID, id)
+		}
+	}
+	return false, fmt.Errorf("srq: publish flow: malformed reply %v", res)
+}
+
+// publishParts publishes a flow over several calls: claim the id at the home, write each slot's
+// steps held, commit at the home, then relay the home's outbox so the first steps in other slots
+// are released now rather than by the next relay. A failure before the commit undoes the parts.
+func (p *flowPlan) publishParts(ctx context.Context, home *Engine, keep int64) (bool, error) {
+	names := make([]any, 0, 4+len(p.spec.Steps))
+	names = append(names, "claim", p.spec.ID, keep, p.def)
+	for i := range p.spec.Steps {
+		names = append(names, p.spec.Steps[i].Name)
+	}
+	res, err := home.run(ctx, scriptFlowPub, names...)
+	if err != nil {
+		return false, err
+	}
+	if dup, err := p.result(res); dup || err != nil {
+		return dup, err
+	}
+	written := map[string][]string{} // key base -> ids written there
+	undo := func(cause error) (bool, error) {
+		// The context may be what ended; the undo still runs, bounded by its own timeout.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := p.abort(actx, written, true); err != nil {
+			return false, fmt.Errorf("%w (and undoing the publish failed: %w; RecoverFlows will)", cause, err)
+		}
+		return false, cause
+	}
+	for _, base := range p.bases {
+		steps := p.groups[base]
+		for lo := 0; lo < len(steps); lo += flowChunk {
+			chunk := steps[lo:min(lo+flowChunk, len(steps))]
+			args := []any{"part", p.spec.ID, keep, home.keys.Base()}
+			for _, i := range chunk {
+				args = p.stepArgs(args, i)
+			}
+			// Recorded before the call: a call that fails may have written them.
+			for _, i := range chunk {
+				written[base] = append(written[base], p.ids[i])
+			}
+			res, err := p.engs[base].run(ctx, scriptFlowPub, args...)
+			if err == nil {
+				_, err = p.result(res)
+			}
+			if err != nil {
+				return undo(err)
+			}
+		}
+	}
+	commit := []any{"commit", p.spec.ID}
+	for _, base := range p.bases {
+		commit = append(commit, base)
+	}
+	res, err = home.run(ctx, scriptFlowPub, commit...)
+	if err == nil {
+		_, err = p.result(res)
+	}
+	if errors.Is(err, ErrFlowAborted) {
+		return undo(err)
+	}
+	if err != nil {
+		return false, err // it may have committed: the parts stay, and RecoverFlows decides
+	}
+	_, _ = home.Relay(ctx) // best effort: any consumer's relay delivers what is left
+	return false, nil
+}
+
+// abort undoes the parts of the flow written to each slot, and its claim at the home.
+func (p *flowPlan) abort(ctx context.Context, written map[string][]string, claimed bool) error {
+	var errs []error
+	for _, base := range p.bases {
+		ids := written[base]
+		isHome := base == p.bases[0]
+		if len(ids) == 0 && !(isHome && claimed) {
+			continue
+		}
+		flag := ""
+		if isHome && claimed {
+			flag = "1"
+		}
+		for lo := 0; lo == 0 || lo < len(ids); lo += flowChunk {
+			args := []any{"abort", p.spec.ID, flag}
+			for _, id := range ids[lo:min(lo+flowChunk, len(ids))] {
+				args = append(args, id)
+			}
+			if _, err := p.engs[base].run(ctx, scriptFlowPub, args...); err != nil {
+				errs = append(errs, err)
+			}
+			flag = "" // the claim goes with the first call
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// at returns an engine for the slot whose key base is base, on e's client and configuration,
+// to deliver flow messages there and read the outcomes of steps that live there.
+func (e *Engine) at(base string) *Engine {
+	if base == e.keys.Base() {
+		return e
+	}
+	if v, ok := e.siblings.Load(base); ok {
+		return v.(*Engine)
+	}
+	sib := &Engine{client: e.client, cfg: e.cfg, keys: Keys{base: base}, shortBlockCap: e.shortBlockCap}
+	sib.scriptKeys = sib.keys.ScriptKeys()
+	sib.cfg.Queue = queueOfBase(base)
+	sib.calls = merger{send: sib.sendCalls, max: e.cfg.MaxMerge}
+	sib.pubs = merger{send: sib.sendPublishes, max: e.cfg.MaxMerge}
+	v, _ := e.siblings.LoadOrStore(base, sib)
+	return v.(*Engine)
+}
+
+// queueOfBase returns the queue name in key base "<prefix>:{<queue>}:".
+func queueOfBase(base string) string {
+	i, j := strings.Index(base, "{"), strings.Index(base, "}")
+	if i < 0 || j < i {
+		return ""
+	}
+	return base[i+1 : j]
+}
+
+// outboxMsg is what the relay reads of an outbox message: where it goes.
+type outboxMsg struct {
+	Base string `json:"b"`
+}
+
+// Relay delivers the messages of e's flow outbox (signals to steps and notes to flows in other
+// slots, written in the same call as the end of a step) to their slots, and removes them; a page
+// of 256 a round, until the outbox is empty. A message is applied at most once however often it
+// is delivered, so a relay that dies between a delivery and the removal loses nothing and
+// applies nothing twice. Workers run it after acks that wrote to the outbox and every
+// RecoverInterval. It returns how many messages it delivered. It fails with the context's or
+// Redis's error, leaving the messages not delivered where they are.
+func (e *Engine) Relay(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		msgs, err := e.client.ZRange(ctx, e.keys.base+"fo", 0, relayPage-1).Result()
+		if err != nil {
+			return total, fmt.Errorf("srq: relay: %w", err)
+		}
+		if len(msgs) == 0 {
+			return total, nil
+		}
+		byBase := map[string][]any{}
+		var order []string
+		var done, bad []any
+		for _, m := range msgs {
+			var om outboxMsg
+			if err := json.Unmarshal([]byte(m), &om); err != nil || !strings.HasSuffix(om.Base, "}:") {
+				bad = append(bad, m) // not srq's: it could never be applied
+				continue
+			}
+			if _, ok := byBase[om.Base]; !ok {
+				order = append(order, om.Base)
+			}
+			byBase[om.Base] = append(byBase[om.Base], m)
+		}
+		var errs []error
+		for _, base := range order {
+			if _, err := e.at(base).run(ctx, scriptFlowApply, byBase[base]...); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			done = append(done, byBase[base]...)
+		}
+		if rm := append(done, bad...); len(rm) > 0 {
+			if err := e.client.ZRem(ctx, e.keys.base+"fo", rm...).Err(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		total += len(done)
+		if err := errors.Join(errs...); err != nil {
+			return total, fmt.Errorf("srq: relay: %w", err)
+		}
+		if len(bad) > 0 {
+			return total, fmt.Errorf("srq: relay: dropped %d unreadable outbox messages", len(bad))
+		}
+		if len(msgs) < relayPage {
+			return total, nil
+		}
+	}
+}
+
+// RecoverFlows undoes the publishes of flows whose home is e that began more than timeout ago
+// and never completed (their publisher failed or died between the parts and the commit): each
+// slot's held steps are deleted, and so is the claim, so a late commit fails and nothing of the
+// flow runs. It returns how many it undid. It fails with the context's or Redis's error.
+func (e *Engine) RecoverFlows(ctx context.Context, timeout time.Duration) (int, error) {
+	now, err := e.client.Time(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("srq: recover flows: %w", err)
+	}
+	stale, err := e.client.ZRangeByScore(ctx, e.keys.base+"flowsp", &redis.ZRangeBy{
+		Min: "-inf", Max: fmt.Sprint(now.Add(-timeout).UnixMilli()), Count: 100}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("srq: recover flows: %w", err)
+	}
+	undone := 0
+	for _, fid := range stale {
+		raw, err := e.client.Get(ctx, e.keys.base+"fd:"+fid).Result()
+		if err != nil {
+			return undone, fmt.Errorf("srq: recover flow %s: %w", fid, err)
+		}
+		var def flowDef
+		if err := json.Unmarshal([]byte(raw), &def); err != nil {
+			return undone, fmt.Errorf("srq: recover flow %s: its definition: %w", fid, err)
+		}
+		p := &flowPlan{spec: &FlowSpec{ID: fid}, engs: map[string]*Engine{}}
+		written := map[string][]string{}
+		p.bases = []string{e.keys.Base()}
+		p.engs[e.keys.Base()] = e
+		for _, s := range def.Steps {
+			if _, ok := p.engs[s.Base]; !ok {
+				p.bases = append(p.bases, s.Base)
+				p.engs[s.Base] = e.at(s.Base)
+			}
+			written[s.Base] = append(written[s.Base], StepID(fid, s.Name))
+		}
+		if err := p.abort(ctx, written, true); err != nil {
+			return undone, fmt.Errorf("srq: recover flow %s: %w", fid, err)
+		}
+		undone++
+	}
+	return undone, nil
+}
+
+// FlowState is where a flow is in its life.
+type FlowState string
+
+// The states of a flow.
+const (
+	// FlowRunning is a flow with steps still to run.
+	FlowRunning FlowState = "running"
+	// FlowCompleted is a flow whose steps all succeeded.
+	FlowCompleted FlowState = "completed"
+	// FlowFailed is a flow with a failed (dead-lettered) or cancelled step; its other steps run
+	// as their policies allow. A requeue of a failed step that is still a dead letter makes the
+	// flow run again.
+	FlowFailed FlowState = "failed"
+	// FlowPublishing is a flow whose publish has not completed: none of its steps runs yet.
+	FlowPublishing FlowState = "publishing"
+)
+
+var flowStates = map[string]FlowState{"": FlowRunning, "o": FlowCompleted, "x": FlowFailed, "p": FlowPublishing}
+
+// FlowInfo is a flow as Flow reads it.
+type FlowInfo struct {
+	ID    string
+	State FlowState
+	// Created is when the flow was published; Ended when every step had ended (zero before).
+	Created, Ended time.Time
+	// Keep is how long the flow is kept after it ended.
+	Keep time.Duration
+	// Succeeded, Failed and FailedForGood count the steps that succeeded, that failed or were
+	// cancelled, and of those the ones whose dead letter is gone or that were cancelled for good.
+	Succeeded, Failed, FailedForGood int
+	Steps                            []FlowStepInfo
+}
+
+// FlowStepInfo is one step of a flow as Flow reads it.
+type FlowStepInfo struct {
+	Name  string
+	Queue string // the engine queue (the shard's, on a sharded queue)
+	ID    string // the step's task id
+	After []FlowEdge
+	// State is where the step is: waiting, pending, leased, succeeded, dead or cancelled.
+	State State
+	// Ended is when the step ended, zero before.
+	Ended time.Time
+	// ResultLen is the length of the step's result, 0 for none.
+	ResultLen int
+	// Error is why the step failed or was cancelled.
+	Error string
+}
+
+// Flow reads flow fid, whose home is e (its first step's queue or shard), with the state of
+// every step: one call at the home and one per slot its steps live in (per 1,000 steps). It
+// fails with ErrNotFound when no such flow exists (never published, or past its retention), and
+// with the context's or Redis's error.
+func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
+	if err := validID(fid, false); err != nil {
+		return FlowInfo{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	b := e.keys.base
+	pipe := e.client.Pipeline()
+	rec := pipe.HGetAll(ctx, b+"f:"+fid)
+	steps := pipe.HGetAll(ctx, b+"fs:"+fid)
+	def := pipe.Get(ctx, b+"fd:"+fid)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return FlowInfo{}, fmt.Errorf("srq: flow %s: %w", fid, err)
+	}
+	if len(rec.Val()) == 0 {
+		return FlowInfo{}, fmt.Errorf("%w: flow %s", ErrNotFound, fid)
+	}
+	var d flowDef
+	if err := json.Unmarshal([]byte(def.Val()), &d); err != nil {
+		return FlowInfo{}, fmt.Errorf("srq: flow %s: its definition: %w", fid, err)
+	}
+	r := rec.Val()
+	info := FlowInfo{ID: fid, State: flowStates[r["S"]], Created: msTime(atoi64(r["c"])), Ended: msTime(atoi64(r["e"])),
+		Keep: time.Duration(atoi64(r["k"])) * time.Millisecond,
+		Succeeded: int(atoi64(r["ok"])), Failed: int(atoi64(r["bad"])), FailedForGood: int(atoi64(r["fin"]))}
+	info.Steps = make([]FlowStepInfo, len(d.Steps))
+	byBase := map[string][]int{}
+	var order []string
+	for i, s := range d.Steps {
+		st := FlowStepInfo{Name: s.Name, Queue: s.Queue, ID: StepID(fid, s.Name)}
+		for _, a := range s.After {
+			st.After = append(st.After, FlowEdge{Parent: a[0], Policy: policyNamed(a[1])})
+		}
+		info.Steps[i] = st
+		if _, ok := byBase[s.Base]; !ok {
+			order = append(order, s.Base)
+		}
+		byBase[s.Base] = append(byBase[s.Base], i)
+	}
+	for _, base := range order {
+		idx := byBase[base]
+		for lo := 0; lo < len(idx); lo += flowChunk {
+			part := idx[lo:min(lo+flowChunk, len(idx))]
+			ids := make([]string, len(part))
+			for j, i := range part {
+				ids[j] = info.Steps[i].ID
+			}
+			os, errs, err := e.at(base).outcomes(ctx, ids, true)
+			if err != nil {
+				return FlowInfo{}, err
+			}
+			for j, i := range part {
+				st := &info.Steps[i]
+				if errs[j] == nil {
+					st.State, st.Ended, st.ResultLen, st.Error = os[j].State, os[j].Ended, os[j].ResultLen, os[j].Error
+					continue
+				}
+				// Neither record nor outcome is left: the flow's record still knows how it ended.
+				st.State = StateSucceeded
+				if s := steps.Val()[st.Name]; s != "" && s[0] != 'o' {
+					st.State = StateCancelled
+				}
+			}
+		}
+	}
+	return info, nil
+}
+
+func policyNamed(s string) EdgePolicy {
+	for _, p := range []EdgePolicy{FailDependents, ContinueDependents, IgnoreFailure} {
+		if p.String() == s {
+			return p
+		}
+	}
+	return FailDependents
+}
+
+
+func atoi64(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
