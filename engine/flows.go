@@ -671,7 +671,7 @@ func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
 	}
 	r := rec.Val()
 	info := FlowInfo{ID: fid, State: flowStates[r["S"]], Created: msTime(atoi64(r["c"])), Ended: msTime(atoi64(r["e"])),
-		Keep: time.Duration(atoi64(r["k"])) * time.Millisecond,
+		Keep:      time.Duration(atoi64(r["k"])) * time.Millisecond,
 		Succeeded: int(atoi64(r["ok"])), Failed: int(atoi64(r["bad"])), FailedForGood: int(atoi64(r["fin"]))}
 	info.Steps = make([]FlowStepInfo, len(d.Steps))
 	byBase := map[string][]int{}
@@ -724,7 +724,6 @@ func policyNamed(s string) EdgePolicy {
 	}
 	return FailDependents
 }
-
 
 func atoi64(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
