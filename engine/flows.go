@@ -499,7 +499,8 @@ type outboxMsg struct {
 
 // Relay delivers the messages of e's flow outbox (signals to steps and notes to flows in other
 // slots, written in the same call as the end of a step) to their slots, and removes them; a page
-// of 256 a round, until the outbox is empty. A message is applied at most once however often it
+// of 256 a round, until the outbox is empty (what a delivery to this slot writes to it, such as
+// the next part of a large fan-out, is relayed too). A message is applied at most once however often it
 // is delivered, so a relay that dies between a delivery and the removal loses nothing and
 // applies nothing twice. Workers run it after acks that wrote to the outbox and every
 // RecoverInterval. It returns how many messages it delivered. It fails with the context's or
@@ -548,9 +549,8 @@ func (e *Engine) Relay(ctx context.Context) (int, error) {
 		if len(bad) > 0 {
 			return total, fmt.Errorf("srq: relay: dropped %d unreadable outbox messages", len(bad))
 		}
-		if len(msgs) < relayPage {
-			return total, nil
-		}
+		// What the messages delivered here did may have written more (a fan-out's next part):
+		// the loop reads the outbox again until it is empty.
 	}
 }
 

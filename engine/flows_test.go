@@ -257,3 +257,122 @@ func TestFlowAcrossQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A fan-in of 10,000 steps: the publish is written in parts, and the join runs once all are acked.
+func TestFlowFanIn10000(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: a fan-in of 10,000 steps")
+	}
+	b := setup(t, Config{})
+	const n = 10_000
+	steps := make([]FlowStep, 0, n+1)
+	join := b.step("join")
+	for i := range n {
+		name := fmt.Sprint("s", i)
+		steps = append(steps, b.step(name))
+		join.After = append(join.After, FlowEdge{Parent: name})
+	}
+	steps = append(steps, join)
+	if _, err := PublishFlow(b.ctx, &FlowSpec{ID: "big", Steps: steps}); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for ran < n {
+		ds, err := b.eng.Fetch(b.ctx, "c", 1000, time.Minute)
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("fetch after %d: %d tasks, %v", ran, len(ds), err)
+		}
+		rs := make([]Receipt, len(ds))
+		for i, d := range ds {
+			if string(d.Payload) == "join" {
+				t.Fatalf("join ran after %d of its parents", ran)
+			}
+			rs[i] = d.Receipt()
+		}
+		if _, err := b.eng.Ack(b.ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+		ran += len(ds)
+	}
+	// An ack applies up to 1,000 signals itself; a worker relays the rest, as here.
+	if _, err := b.eng.Relay(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.runOnce(); !slices.Equal(got, []string{"join"}) {
+		t.Fatalf("after every parent: ran %v", got)
+	}
+	if f := b.flow("big"); f.State != FlowCompleted || f.Succeeded != n+1 {
+		t.Fatalf("flow: %s, %d succeeded", f.State, f.Succeeded)
+	}
+}
+
+// A publish whose publisher dies after its parts and before its commit is undone by
+// RecoverFlows: nothing of it ever runs, and its id can be published again.
+func TestFlowRecoverUnfinishedPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	other, err := New(b.client, Config{Queue: b.eng.cfg.Queue + "-other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &bundle{t: t, ctx: b.ctx, client: b.client, eng: other}
+	spec := &FlowSpec{ID: "f", Steps: []FlowStep{b.step("a"), o.step("b")}}
+	p, err := planFlow(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The publisher's first calls: claim and the parts, no commit.
+	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 1000, p.def, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range p.bases {
+		args := []any{"part", "f", 1000, b.eng.keys.Base()}
+		for _, i := range p.groups[base] {
+			args = p.stepArgs(args, i)
+		}
+		if _, err := p.engs[base].run(b.ctx, scriptFlowPub, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := append(b.runOnce(), o.runOnce()...); got != nil {
+		t.Fatalf("an uncommitted flow ran %v", got)
+	}
+	if f := b.flow("f"); f.State != FlowPublishing {
+		t.Fatalf("flow: %+v", f)
+	}
+	if n, err := b.eng.RecoverFlows(b.ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("RecoverFlows before the timeout: %d, %v", n, err)
+	}
+	if n, err := b.eng.RecoverFlows(b.ctx, 0); err != nil || n != 1 {
+		t.Fatalf("RecoverFlows: %d, %v", n, err)
+	}
+	if res, err := b.eng.run(b.ctx, scriptFlowPub, "commit", "f", b.eng.keys.Base()); err != nil || res != int64(codeAborted) {
+		t.Fatalf("a late commit: %v, %v", res, err)
+	}
+	for _, e := range []*Engine{b.eng, other} {
+		if keys, _ := b.client.Keys(b.ctx, e.keys.Base()+"*").Result(); len(keys) > 0 && !onlyStats(keys) {
+			t.Fatalf("left behind: %v", keys)
+		}
+	}
+	if _, err := PublishFlow(b.ctx, spec); err != nil {
+		t.Fatalf("publishing it again: %v", err)
+	}
+	b.runOnce()
+	o.runOnce()
+	b.eng.Relay(b.ctx)
+	other.Relay(b.ctx)
+	if f := b.flow("f"); f.State != FlowCompleted {
+		t.Fatalf("flow: %+v", f)
+	}
+}
+
+// onlyStats says whether keys are only the counters a queue keeps for good.
+func onlyStats(keys []string) bool {
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":stats") && !strings.HasSuffix(k, ":seq") && !strings.HasSuffix(k, ":consumers") {
+			return false
+		}
+	}
+	return true
+}
