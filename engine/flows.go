@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -728,4 +729,73 @@ func policyNamed(s string) EdgePolicy {
 func atoi64(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// Parent is one parent of a flow step, as the step's record keeps it.
+type Parent struct {
+	Name   string
+	Policy EdgePolicy
+	// State is what the step last heard of the parent: StateSucceeded, StateDead (failed),
+	// StateCancelled, or StatePending while it has not ended.
+	State State
+	base  string
+}
+
+var parentStates = map[byte]State{'o': StateSucceeded, 'x': StateDead, 'X': StateDead, 'C': StateCancelled}
+
+// Parents returns the parents of flow step id (whose queue or shard is e), sorted by name, while
+// the step has not ended. It fails with ErrNotFound when id is no flow step or has ended, and with
+// the context's or Redis's error.
+func (e *Engine) Parents(ctx context.Context, id string) ([]Parent, error) {
+	m, err := e.client.HGetAll(ctx, e.keys.base+"fp:"+id).Result()
+	if err != nil {
+		return nil, fmt.Errorf("srq: parents of %s: %w", id, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%w: flow step %s", ErrNotFound, id)
+	}
+	out := make([]Parent, 0, len(m))
+	for name, v := range m {
+		if name == "" { // the gate that held a first step until its flow's publish committed
+			continue
+		}
+		p, ok := parseParent(name, v)
+		if !ok {
+			return nil, fmt.Errorf("srq: parents of %s: malformed entry %q", id, v)
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Parent) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// parseParent reads one entry of a step's parents (lua/includes/flow.lua).
+func parseParent(name, v string) (Parent, bool) {
+	if len(v) < 23 {
+		return Parent{}, false
+	}
+	st, ok := parentStates[v[1]]
+	if !ok {
+		st = StatePending
+	}
+	return Parent{Name: name, Policy: EdgePolicy(v[0]), State: st, base: v[22:]}, true
+}
+
+// ParentOutcome returns the outcome of parent name of flow step id (whose queue or shard is e):
+// its result when it succeeded. It fails with ErrNotFound when id is no flow step, has ended, or
+// has no parent of that name, or the parent's outcome is no longer kept, and with the context's
+// or Redis's error.
+func (e *Engine) ParentOutcome(ctx context.Context, id, flowID, name string) (Outcome, error) {
+	v, err := e.client.HGet(ctx, e.keys.base+"fp:"+id, name).Result()
+	if errors.Is(err, redis.Nil) || name == "" {
+		return Outcome{}, fmt.Errorf("%w: flow step %s has no parent %q", ErrNotFound, id, name)
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("srq: parent %s of %s: %w", name, id, err)
+	}
+	p, ok := parseParent(name, v)
+	if !ok {
+		return Outcome{}, fmt.Errorf("srq: parents of %s: malformed entry %q", id, v)
+	}
+	return e.at(p.base).Outcome(ctx, StepID(flowID, name))
 }

@@ -246,6 +246,17 @@ func TestFlowAcrossQueues(t *testing.T) {
 	if n, err := other.Relay(b.ctx); err != nil || n != 2 { // c's release, and b's note to the home
 		t.Fatalf("relay: %d, %v", n, err)
 	}
+	ps, err := b.eng.Parents(b.ctx, StepID("x", "c"))
+	if err != nil || len(ps) != 1 || ps[0].Name != "b" || ps[0].State != StateSucceeded || ps[0].Policy != FailDependents {
+		t.Fatalf("parents of c: %+v, %v", ps, err)
+	}
+	po, err := b.eng.ParentOutcome(b.ctx, StepID("x", "c"), "x", "b")
+	if err != nil || string(po.Result) != "result of b" {
+		t.Fatalf("c's parent b: %+v, %v", po, err)
+	}
+	if _, err := b.eng.ParentOutcome(b.ctx, StepID("x", "c"), "x", "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("c's parent a, which it has not: %v", err)
+	}
 	if got := b.runOnce(); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("ran %v", got)
 	}

@@ -17,8 +17,8 @@
 -- abort:  ARGV[4] '1' at the home, else '', ARGV[5…] the ids of the steps written to this slot
 -- A step is 10 values: task id, partition, priority, delay ms, at ms (0: none), max attempts (0:
 -- unlimited), headers (encoded; may be empty), payload, its parents as a JSON array of the edge
--- policy character followed by the parent's ref ('' for none), and its children's refs as a JSON
--- array ('' for none).
+-- policy character followed by the parent's ref (key base .. task id; '' for none), and its
+-- children's refs as a JSON array ('' for none).
 -- Returns: OK; DUPLICATE when the flow id exists (all, claim); {CONFLICT, task id} when a step's
 --          task id exists (all, part); ABORTED when the flow is no longer being published (commit).
 
@@ -54,13 +54,14 @@ local function write_step(i, keep, home, gated)
   if ARGV[i + 8] ~= '' then
     local parents = cjson.decode(ARGV[i + 8])
     for j = 1, #parents do
-      edges[#edges + 1] = string.sub(parents[j], 2)
-      edges[#edges + 1] = string.sub(parents[j], 1, 1) .. 'w' .. NO_VERSION
+      local b, pid = ref_split(string.sub(parents[j], 2))
+      edges[#edges + 1] = string.sub(pid, #fid + 2)
+      edges[#edges + 1] = string.sub(parents[j], 1, 1) .. 'w' .. NO_VERSION .. b
     end
   end
   local waits = #edges / 2
   if gated and waits == 0 then
-    edges = {GATE, 'fw' .. NO_VERSION}
+    edges = {GATE, 'fw' .. NO_VERSION .. BASE}
     waits = 1
     redis.call('RPUSH', k_flow_gates(fid), id)
   end

@@ -8,9 +8,9 @@
 -- as long as a parent it must not run without is dead-lettered: a requeue of that parent reopens
 -- it), R (parents not yet done), B (parents dead-lettered through a fail edge), y (its delay ms,
 -- applied when it is released) and t (its At ms, 0 for none). Per step:
---   fp:<id>  HASH  its parents: ref (key base .. task id) -> edge policy ('f' fail, 'c' continue,
---                  'i' ignore), the parent's last known state (a signal below, 'w' before any) and
---                  that state's version (20 digits)
+--   fp:<id>  HASH  its parents: step name -> edge policy ('f' fail, 'c' continue, 'i' ignore), the
+--                  parent's last known state (a signal below, 'w' before any), that state's
+--                  version (20 digits) and the parent's key base
 --   fc:<id>  LIST  its children's refs
 -- At the flow's home:
 --   f:<fid>  HASH  n (steps), ok, bad, fin (steps succeeded, failed or cancelled, and of those
@@ -49,7 +49,9 @@ local function k_flow_gates(fid) return BASE .. 'fg:' .. fid end
 -- retention a call that ends one forgets.
 local FLOW_BUDGET, FANOUT_CHUNK, FLOW_PRUNE = 1000, 500, 5
 local NO_VERSION = '00000000000000000000'
-local GATE, GATE_OPEN = '^', '00000000000000000001'
+-- GATE is the name of the parent that holds a flow's first steps until the publish commits: no
+-- step can have it.
+local GATE, GATE_OPEN = '', '00000000000000000001'
 
 -- The signals of this call still to apply here, in order, and how many the budget has used.
 local flow_queue, flow_head, flow_spent = {}, 1, 0
@@ -82,10 +84,9 @@ end
 local function flow_fanout(id, name, s, v, e, from)
   local kc = k_children(id)
   local kids = redis.call('LRANGE', kc, from, from + FANOUT_CHUNK - 1)
-  local ref = BASE .. id
   for i = 1, #kids do
     local b, cid = ref_split(kids[i])
-    flow_send({b = b, k = 's', c = cid, p = ref, n = name, s = s, v = v, e = e})
+    flow_send({b = b, k = 's', c = cid, n = name, s = s, v = v, e = e})
   end
   if #kids == FANOUT_CHUNK then
     flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from + FANOUT_CHUNK})
@@ -159,17 +160,16 @@ local function flow_blk(pol, s)
   return 0
 end
 
--- flow_signal applies to waiting step cid that its parent pref (step name pname) is in state s,
--- version v, error e: the step is released when no parent holds it back any more, cancelled for
+-- flow_signal applies to waiting step cid that its parent pname is in state s, version v, error e: the step is released when no parent holds it back any more, cancelled for
 -- now while a fail-edge parent is dead-lettered (and reopened when none is), and cancelled for good
 -- when such a parent failed or was cancelled for good. A step already released or gone ignores
 -- it, as does every step a signal older than the last from that parent.
-local function flow_signal(cid, pref, pname, s, v, e, now)
+local function flow_signal(cid, pname, s, v, e, now)
   local kp = k_parents(cid)
-  local cur = redis.call('HGET', kp, pref)
-  if not cur or string.sub(cur, 3) >= v then return end
+  local cur = redis.call('HGET', kp, pname)
+  if not cur or string.sub(cur, 3, 22) >= v then return end
   local pol, old = string.sub(cur, 1, 1), string.sub(cur, 2, 2)
-  redis.call('HSET', kp, pref, pol .. s .. v)
+  redis.call('HSET', kp, pname, pol .. s .. v .. string.sub(cur, 23))
   local kt = k_task(cid)
   local f = redis.call('HMGET', kt, 'S', 'R', 'B', 'F', 'H')
   local st = f[1]
@@ -264,7 +264,7 @@ local function flow_open(fid, from)
   local kg = k_flow_gates(fid)
   local ids = redis.call('LRANGE', kg, from, from + FANOUT_CHUNK - 1)
   for i = 1, #ids do
-    flow_send({b = BASE, k = 's', c = ids[i], p = GATE, n = GATE, s = 'o', v = GATE_OPEN, e = ''})
+    flow_send({b = BASE, k = 's', c = ids[i], n = GATE, s = 'o', v = GATE_OPEN, e = ''})
   end
   if #ids == FANOUT_CHUNK then
     flow_send({b = BASE, k = 'g', f = fid, from = from + FANOUT_CHUNK})
@@ -277,7 +277,7 @@ end
 -- fan-out ('f') or of the release of a flow's first steps ('g').
 local function flow_apply(m, now)
   if m.k == 's' then
-    flow_signal(m.c, m.p, m.n, m.s, m.v, m.e, now)
+    flow_signal(m.c, m.n, m.s, m.v, m.e, now)
   elseif m.k == 'n' then
     flow_noted(m.f, m.t, m.s, m.v, now)
   elseif m.k == 'f' then
