@@ -329,7 +329,8 @@ func (p *pool) group(ds []engine.Delivery, engs []*engine.Engine, handlerCtx con
 
 func (p *pool) newJob(d *engine.Delivery, eng *engine.Engine, handlerCtx context.Context) *job {
 	ctx, cancel := context.WithCancelCause(handlerCtx)
-	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue}, eng: eng, ctx: ctx, cancel: cancel}
+	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue, codec: p.w.codec, maxResult: eng.Config().MaxResultBytes, eng: eng},
+		eng: eng, ctx: ctx, cancel: cancel}
 	j.timer = time.AfterFunc(time.Until(d.LeaseDeadline), func() { cancel(ErrLeaseLost) })
 	p.w.mu.Lock()
 	p.w.jobs[j] = struct{}{}
@@ -625,7 +626,7 @@ func (p *pool) ack(eng *engine.Engine, js []*job) {
 func receipts(js []*job) []engine.Receipt {
 	rs := make([]engine.Receipt, len(js))
 	for i, j := range js {
-		rs[i] = j.d.Receipt()
+		rs[i] = j.d.ackReceipt()
 	}
 	return rs
 }
@@ -696,7 +697,7 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 		js = js[len(chunk):]
 		rs := make([]engine.Receipt, len(chunk))
 		for i, j := range chunk {
-			rs[i] = j.d.Receipt()
+			rs[i] = j.d.ackReceipt()
 		}
 		errs, deadline, err := eng.Extend(ctx, rs, w.cfg.Lease)
 		if err != nil {

@@ -45,6 +45,12 @@ type QueueConfig struct {
 	CrashIsNotAttempt bool
 	// MaxPayloadBytes is the largest encoded payload Publish accepts. Default 4 MiB.
 	MaxPayloadBytes int
+	// ResultRetention keeps the results handlers give (Delivery.SetResult, ResultHandlerFunc) this
+	// long after the task is acked, readable with ResultOf. Default 0: a result is kept only for
+	// a task that asks for it (PublishOpts.KeepResult or Wait, a flow step).
+	ResultRetention time.Duration
+	// MaxResultBytes is the largest encoded result a handler may give. Default 1 MiB.
+	MaxResultBytes int
 	// PublishMiddleware wraps every publish of the queue, first outermost: tracing and metrics of
 	// the producer side (package middleware).
 	PublishMiddleware []PublishMiddleware
@@ -162,6 +168,12 @@ type PublishOpts struct {
 	MaxAttempts int
 	// Headers travel with the task (trace context, for example).
 	Headers map[string]string
+	// KeepResult keeps the task's outcome (its result, or why it failed) this long after it ends,
+	// readable with ResultOf, whatever the queue's ResultRetention.
+	KeepResult time.Duration
+	// Wait lets callers wait for the task's end with WaitResult (PublishAndWait sets it). Its
+	// outcome is kept for KeepResult or the queue's ResultRetention, and at least 10 minutes.
+	Wait bool
 }
 
 // Message is one value to publish with its options, for PublishBatch.
@@ -205,6 +217,20 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]Publi
 	if !q.made() {
 		return nil, errNotMade
 	}
+	ems, err := q.messages(msgs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := q.publish(ctx, &Publishing{Queue: q.name, Messages: ems})
+	if err == nil && len(res) != len(msgs) {
+		// A publish middleware broke its contract; Publish would index past the results.
+		return nil, fmt.Errorf("srq: publish returned %d results for %d messages (a PublishMiddleware?)", len(res), len(msgs))
+	}
+	return res, err
+}
+
+// messages encodes msgs into the engine's messages.
+func (q *Queue[T]) messages(msgs []Message[T]) ([]engine.Message, error) {
 	ems := make([]engine.Message, len(msgs))
 	for i, m := range msgs {
 		payload, err := q.codec.Marshal(m.Value)
@@ -223,12 +249,8 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]Publi
 			maxAttempts = 0
 		}
 		ems[i] = engine.Message{ID: m.Opts.ID, Partition: key, Priority: m.Opts.Priority, Delay: m.Opts.Delay,
-			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload}
+			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload,
+			KeepOutcome: m.Opts.KeepResult, Wait: m.Opts.Wait}
 	}
-	res, err := q.publish(ctx, &Publishing{Queue: q.name, Messages: ems})
-	if err == nil && len(res) != len(msgs) {
-		// A publish middleware broke its contract; Publish would index past the results.
-		return nil, fmt.Errorf("srq: publish returned %d results for %d messages (a PublishMiddleware?)", len(res), len(msgs))
-	}
-	return res, err
+	return ems, nil
 }

@@ -40,6 +40,7 @@ func newShardSet(client redis.UniversalClient, cfg QueueConfig) (*shardSet, erro
 			Queue: engine.ShardQueue(cfg.Name, n, i), Prefix: cfg.Prefix, DedupWindow: cfg.DedupWindow,
 			DeadLetterMaxCount: cfg.DeadLetterMaxCount, DeadLetterMaxAge: cfg.DeadLetterMaxAge,
 			CrashIsNotAttempt: cfg.CrashIsNotAttempt, MaxPayloadBytes: cfg.MaxPayloadBytes,
+			ResultRetention: cfg.ResultRetention, MaxResultBytes: cfg.MaxResultBytes,
 		})
 		if err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
 )
 
@@ -62,6 +63,7 @@ type WorkerConfig struct {
 type Worker struct {
 	shards   *shardSet
 	queue    string
+	codec    codec.Codec // the queue's: results are encoded with it
 	work     WorkFunc
 	cfg      WorkerConfig
 	log      *slog.Logger
@@ -126,7 +128,7 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 			return nil, fmt.Errorf("%w: Middleware %d returned a nil WorkFunc", ErrInvalid, i)
 		}
 	}
-	return &Worker{shards: q.shards, queue: q.name, work: work, cfg: cfg, consumer: cfg.ConsumerID,
+	return &Worker{shards: q.shards, queue: q.name, codec: q.codec, work: work, cfg: cfg, consumer: cfg.ConsumerID,
 		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[*job]struct{}{}}, nil
 }
 
@@ -207,6 +209,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(p.ackLoop)
 	loops.Go(func() error { return p.extendLoop(loopCtx) })
 	loops.Go(func() error { return p.recoverLoop(loopCtx) })
+	loops.Go(func() error { return p.relayLoop(loopCtx) })
 	loops.Go(func() error {
 		select {
 		case <-handlersDone:
@@ -236,7 +239,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	p.stop()      // the extender stops next: acks failing from now on are retried only briefly
 	p.closeAcks() // every handler has ended: no more acks come
 	stopLoops()
-	return errors.Join(err, loops.Wait())
+	err = errors.Join(err, loops.Wait())
+	p.relayLast()
+	return err
 }
 
 // RunOnce runs the tasks that are ready now, at most Concurrency+Prefetch of them, with up to
@@ -303,7 +308,9 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	p.stop()
 	p.closeAcks()
 	stopLoops()
-	return len(ds), errors.Join(fetchErr, err, loops.Wait())
+	err = errors.Join(fetchErr, err, loops.Wait())
+	p.relayLast()
+	return len(ds), err
 }
 
 // fetchShards fetches up to n ready tasks from the shards, starting at a random one so that no

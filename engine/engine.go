@@ -94,6 +94,8 @@ type Engine struct {
 	// siblings holds the engines of other slots that flow messages and step outcomes go to (at),
 	// by key base.
 	siblings sync.Map
+	// relayDue is signalled when a call wrote to the flow outbox (RelayDue).
+	relayDue chan struct{}
 }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
@@ -133,7 +135,7 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys(),
-		shortBlockCap: shortBlockCap(client)}
+		shortBlockCap: shortBlockCap(client), relayDue: make(chan struct{}, 1)}
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
 	return e, nil

@@ -478,6 +478,7 @@ func (e *Engine) at(base string) *Engine {
 	sib := &Engine{client: e.client, cfg: e.cfg, keys: Keys{base: base}, shortBlockCap: e.shortBlockCap}
 	sib.scriptKeys = sib.keys.ScriptKeys()
 	sib.cfg.Queue = queueOfBase(base)
+	sib.relayDue = make(chan struct{}, 1)
 	sib.calls = merger{send: sib.sendCalls, max: e.cfg.MaxMerge}
 	sib.pubs = merger{send: sib.sendPublishes, max: e.cfg.MaxMerge}
 	v, _ := e.siblings.LoadOrStore(base, sib)
@@ -491,6 +492,19 @@ func queueOfBase(base string) string {
 		return ""
 	}
 	return base[i+1 : j]
+}
+
+// RelayDue receives a value when a call of e wrote to its flow outbox (a flow step's end that
+// signals steps in other slots, or more than a call applies itself): a worker then runs Relay.
+// Calls of other processes, and the operator's (requeue, purge), are relayed by the workers'
+// periodic Relay.
+func (e *Engine) RelayDue() <-chan struct{} { return e.relayDue }
+
+func (e *Engine) markRelay() {
+	select {
+	case e.relayDue <- struct{}{}:
+	default:
+	}
 }
 
 // outboxMsg is what the relay reads of an outbox message: where it goes.

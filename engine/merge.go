@@ -314,7 +314,7 @@ func (e *Engine) sendCalls(ops []*op) {
 		}
 	}
 	if err == nil && codes != nil {
-		err = spreadCodes(ops, codes, acks)
+		err = spreadCodes(ops, e.relayMarked(codes, acks), acks)
 	}
 	var unreadable []Failure
 	for i := 0; err == nil && i < len(replies); i++ {

@@ -40,6 +40,23 @@ func replyString(v any) (string, error) {
 	return "", fmt.Errorf("srq: unexpected script reply %T, want a string", v)
 }
 
+// codeRelay ends a reply of result codes when the call wrote to the queue's flow outbox.
+const codeRelay = -1
+
+// relayMarked strips the RELAY mark from a reply of want result codes, if it is there, and tells
+// the engine's relay (RelayDue).
+func (e *Engine) relayMarked(v any, want int) any {
+	s, ok := v.([]any)
+	if !ok || len(s) != want+1 {
+		return v
+	}
+	if c, ok := s[want].(int64); ok && c == codeRelay {
+		e.markRelay()
+		return s[:want]
+	}
+	return v
+}
+
 // replyCodes turns a reply of result codes into one error per item.
 func replyCodes(v any, want int) ([]int64, error) {
 	s, err := replySlice(v)

@@ -95,7 +95,7 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 	if err != nil {
 		return nil, err
 	}
-	codes, err := replyCodes(res, len(rs))
+	codes, err := replyCodes(e.relayMarked(res, len(rs)), len(rs))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (e *Engine) runCodes(ctx context.Context, s *script, n int, args []any) ([]
 	if err != nil {
 		return nil, err
 	}
-	codes, err := replyCodes(res, n)
+	codes, err := replyCodes(e.relayMarked(res, n), n)
 	if err != nil {
 		return nil, err
 	}

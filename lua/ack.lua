@@ -7,13 +7,15 @@
 -- ARGV[2]  dedup window ms (0: none): acked ids are remembered this long so a re-publish is a duplicate
 -- ARGV[3]  result retention ms (0: results of tasks that do not ask for theirs to be kept are dropped)
 -- ARGV[4…] 3 per task: id, fencing token, the handler's result ('' for none)
--- Returns: one code per task: OK, STALE (the token is not the current lease's) or NOTFOUND.
+-- Returns: one code per task: OK, STALE (the token is not the current lease's) or NOTFOUND; then
+--          RELAY (-1) when the call wrote to the flow outbox.
 --
 -- The helpers of outcomes and flows are made only when an acked task needs them (lua/cold.go).
 -- @cold task_end outcome_put outcome_spec outcome_prune k_outcome k_waiter flow_end flow_note
 -- @cold flow_send flow_fanout ref_split k_children k_parents flow_run flow_apply flow_signal
 -- @cold flow_release flow_cancel flow_sat flow_blk flow_noted flow_count flow_prune flow_open
 -- @cold k_flow k_flow_steps k_flow_def k_flow_gates pend
+--          When the call wrote to the flow outbox, the list ends with RELAY (-1) after them.
 
 -- @include common
 -- @include outcome
@@ -23,5 +25,6 @@
 local now = now_ms()
 local res = ack_tasks(now, tonumber(ARGV[2]), tonumber(ARGV[3]), 4, #ARGV)
 if flow_pending() then flow_run(now) end
+if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 finish()
 return res

@@ -12,8 +12,9 @@
 -- ARGV[5…] 4 per fetch, in the order they are served: consumer id, n (the most tasks to lease),
 --          lease ms, maxrun (the most consecutive tasks of one ordered partition)
 -- ARGV[5+4f…] 3 per task to ack: id, fencing token, the handler's result ('' for none)
--- Returns: {ack codes, fetch reply…}: one code per acked task as ack.lua returns them, then each
---          fetch's reply as fetch.lua returns it, in the order of the fetches.
+-- Returns: {ack codes, fetch reply…}: one code per acked task as ack.lua returns them (and RELAY
+--          after them when the call wrote to the flow outbox), then each fetch's reply as
+--          fetch.lua returns it, in the order of the fetches.
 
 -- The helpers of outcomes and flows are made only when an acked task needs them (lua/cold.go).
 -- @cold task_end outcome_put outcome_spec outcome_prune k_outcome k_waiter flow_end flow_note
@@ -51,5 +52,6 @@ fetch_end()
 -- made ready would only send them to find nothing. Every other wake-up stays: those for an
 -- earlier due time (schedule, in either part) and those the fetches themselves counted.
 if short then wakes = math.max(0, wakes - ack_ready_wakes) end
+if flow_outboxed then codes[#codes + 1] = RELAY end -- the caller relays the outbox
 finish()
 return res

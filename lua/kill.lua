@@ -5,7 +5,8 @@
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)
 -- ARGV[4…] 3 per task: id, fencing token, reason
--- Returns: one code per task: DEAD, STALE or NOTFOUND.
+-- Returns: one code per task: DEAD, STALE or NOTFOUND; then RELAY (-1) when the call wrote to the
+--          flow outbox.
 
 -- @include common
 -- @include outcome
@@ -36,5 +37,6 @@ end
 
 for i = 1, #parts do place(parts[i], now) end
 if flow_pending() then flow_run(now) end
+if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 finish()
 return res

@@ -12,7 +12,8 @@
 -- ARGV[4…] 5 per task: id, fencing token, delay ms, reason, counts (1: this delivery counts as an
 --          attempt; 0: it does not, as for a rate limit)
 -- Returns: one code per task: OK (pending again, also when an earlier item of this call took it
---          back), DEAD (dead-lettered), STALE or NOTFOUND.
+--          back), DEAD (dead-lettered), STALE or NOTFOUND; then RELAY (-1) when the call wrote to
+--          the flow outbox.
 
 -- @include common
 -- @include outcome
@@ -124,5 +125,6 @@ end
 for i = 1, #parts do place(parts[i], now) end
 stat('rejected', rejected)
 if flow_pending() then flow_run(now) end
+if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 finish()
 return res

@@ -53,8 +53,10 @@ local NO_VERSION = '00000000000000000000'
 -- step can have it.
 local GATE, GATE_OPEN = '', '00000000000000000001'
 
--- The signals of this call still to apply here, in order, and how many the budget has used.
-local flow_queue, flow_head, flow_spent = {}, 1, 0
+-- The signals of this call still to apply here, in order, and how many the budget has used;
+-- whether it wrote to the outbox (a script then ends its reply with RELAY, so the caller relays).
+local flow_queue, flow_head, flow_spent, flow_outboxed = {}, 1, 0, false
+local RELAY = -1
 
 -- ref_split splits a step's ref into its key base and task id: the base ends at the first "}:"
 -- (neither a prefix nor a queue name holds '}').
@@ -71,6 +73,7 @@ local function flow_send(m)
     flow_queue[#flow_queue + 1] = m
   else
     redis.call('ZADD', K_OUTBOX, int(clock_ms or now_ms()), cjson.encode(m))
+    flow_outboxed = true
   end
 end
 

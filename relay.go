@@ -1,0 +1,59 @@
+package srq
+
+import (
+	"context"
+	"time"
+
+	"github.com/srqueue/srq/engine"
+)
+
+// flowPublishTimeout is how long a flow's publish may take before a worker of its home queue takes
+// its publisher as dead and undoes it (engine.RecoverFlows): far longer than any live publish.
+const flowPublishTimeout = 5 * time.Minute
+
+// relayLoop relays each shard's flow outbox (engine.Relay): at once when a call of this worker
+// wrote to it, and every RecoverInterval for what other processes and operators left there. On
+// that tick it also undoes flow publishes whose publisher died. It ends when ctx does.
+func (p *pool) relayLoop(ctx context.Context) error {
+	return p.perShard(func(eng *engine.Engine) { p.relayShard(ctx, eng) })
+}
+
+func (p *pool) relayShard(ctx context.Context, eng *engine.Engine) {
+	w := p.w
+	t := time.NewTicker(w.cfg.RecoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-eng.RelayDue():
+		case <-t.C:
+			if n, err := eng.RecoverFlows(ctx, flowPublishTimeout); err != nil && ctx.Err() == nil {
+				w.log.Error("undoing unfinished flow publishes failed", "queue", eng.Config().Queue, "err", err)
+			} else if n > 0 {
+				w.log.Warn("undid flow publishes whose publisher died", "queue", eng.Config().Queue, "flows", n)
+			}
+		}
+		p.relay(ctx, eng)
+	}
+}
+
+// relay relays eng's outbox once, logging a failure: the messages stay for the next round.
+func (p *pool) relay(ctx context.Context, eng *engine.Engine) {
+	if _, err := eng.Relay(ctx); err != nil && ctx.Err() == nil {
+		p.w.log.Error("flow relay failed; retried on the next round", "queue", eng.Config().Queue, "err", err)
+	}
+}
+
+// relayLast relays what the last acks of a Run wrote to the outboxes, once its loops have ended.
+func (p *pool) relayLast() {
+	ctx, cancel := p.settleCtx(p.base)
+	defer cancel()
+	_ = p.perShard(func(eng *engine.Engine) {
+		select {
+		case <-eng.RelayDue():
+			p.relay(ctx, eng)
+		default:
+		}
+	})
+}
