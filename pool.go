@@ -406,7 +406,12 @@ func (p *pool) runUnit(u []*job) {
 			p.handBack(u[i:])
 			return
 		}
-		err := p.call(j)
+		var err error
+		if cause := context.Cause(j.ctx); errors.Is(cause, ErrCancelled) {
+			err = cause // cancelled before it started: settled as cancelled, never run
+		} else {
+			err = p.call(j)
+		}
 		lost := errors.Is(context.Cause(j.ctx), ErrLeaseLost)
 		switch next := p.settle(j, err); {
 		case next == handBackRest || next == runRest && lost:
@@ -459,6 +464,9 @@ func (p *pool) settle(j *job, err error) afterSettle {
 		perm *PermanentError
 		pan  *PanicError
 	)
+	if errors.Is(context.Cause(j.ctx), ErrCancelled) {
+		return p.settleCancelled(j)
+	}
 	if errors.Is(context.Cause(j.ctx), ErrShutdown) && !errors.As(err, &perm) {
 		// Cut off by shutdown: whatever the handler made of its cancelled context, the task did
 		// not fail. It goes back without using an attempt. (middleware.Retry passes a cut-off
@@ -697,7 +705,7 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 		js = js[len(chunk):]
 		rs := make([]engine.Receipt, len(chunk))
 		for i, j := range chunk {
-			rs[i] = j.d.ackReceipt()
+			rs[i] = j.d.Receipt()
 		}
 		errs, deadline, err := eng.Extend(ctx, rs, w.cfg.Lease)
 		if err != nil {
@@ -711,7 +719,9 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 			if _, ok := w.jobs[j]; !ok {
 				continue // settled since the snapshot
 			}
-			if errs[i] != nil {
+			if errors.Is(errs[i], ErrCancelled) {
+				j.cancel(ErrCancelled) // the lease was extended: the handler winds down in time
+			} else if errs[i] != nil {
 				j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, errs[i]))
 				continue
 			}

@@ -15,6 +15,12 @@ var (
 	ErrNotDead = errors.New("srq: task is not a dead letter")
 	// ErrInvalid is wrapped by every error about a bad argument or configuration.
 	ErrInvalid = errors.New("srq: invalid argument")
+	// ErrCancelled is the error Extend returns for a task that was asked to be cancelled (Cancel)
+	// while leased: its holder cancels its handler, then settles it with CancelLeased.
+	ErrCancelled = errors.New("srq: task cancelled")
+	// ErrFinished is returned by Cancel for a task that has ended: a dead letter, or a task whose
+	// outcome is kept (a task acked or cancelled whose outcome is not kept is not found).
+	ErrFinished = errors.New("srq: task has finished")
 	// ErrQueueNotFound is wrapped by the error for a queue that is not registered (see
 	// RegisterQueue) and has no keys. It matches ErrNotFound too.
 	ErrQueueNotFound error = queueNotFound{}
@@ -35,6 +41,8 @@ const (
 	codeDead      = 5
 	codeConflict  = 6
 	codeAborted   = 7
+	codeCancelled = 8
+	codeFinished  = 9
 )
 
 // codeErrors is the one table that turns script result codes into errors. Codes that mean success
@@ -46,6 +54,8 @@ var codeErrors = map[int64]error{
 	codeDuplicate: nil,
 	codeNotDead:   ErrNotDead,
 	codeDead:      nil,
+	codeCancelled: ErrCancelled,
+	codeFinished:  ErrFinished,
 }
 
 func codeError(code int64) error {

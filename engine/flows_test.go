@@ -387,3 +387,29 @@ func onlyStats(keys []string) bool {
 	}
 	return true
 }
+
+// Cancelling a waiting step cancels its fail dependents for good, and the flow fails; a
+// continue dependent runs.
+func TestFlowCancelStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	d := b.step("d")
+	d.After = []FlowEdge{{Parent: "b", Policy: ContinueDependents}}
+	spec := &FlowSpec{ID: "f", Steps: []FlowStep{b.step("a"), b.step("b", "a"), b.step("c", "b"), d}}
+	if _, err := PublishFlow(b.ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.eng.Cancel(b.ctx, []string{StepID("f", "b")}, "not wanted")
+	if err != nil || res[0].Err != nil || res[0].Running {
+		t.Fatalf("Cancel: %+v, %v", res, err)
+	}
+	if got := b.runOnce(); !slices.Equal(got, []string{"a", "d"}) {
+		t.Fatalf("ran %v", got)
+	}
+	f := b.flow("f")
+	if f.State != FlowFailed || f.Steps[1].State != StateCancelled || f.Steps[1].Error != "not wanted" ||
+		f.Steps[2].State != StateCancelled || !strings.Contains(f.Steps[2].Error, "parent b failed: not wanted") ||
+		f.Ended.IsZero() {
+		t.Fatalf("flow: %+v", f)
+	}
+}

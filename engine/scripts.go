@@ -58,6 +58,7 @@ var (
 	scriptOutcome   = mustScript("outcome")
 	scriptFlowPub   = mustScript("flow_publish")
 	scriptFlowApply = mustScript("flow_apply")
+	scriptCancel    = mustScript("cancel")
 )
 
 // LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster). Calling

@@ -4,7 +4,8 @@
 -- ARGV[1]  key base
 -- ARGV[2]  lease ms
 -- ARGV[3…] 2 per task: id, fencing token
--- Returns: {new deadline ms, code per task…}; a code is OK, STALE or NOTFOUND.
+-- Returns: {new deadline ms, code per task…}; a code is OK, STALE, NOTFOUND, or CANCELLED for a
+--          task extended that was asked to be cancelled (cancel.lua): its holder cancels its handler.
 
 -- @include common
 
@@ -30,7 +31,7 @@ for j = 1, #ids do
     moved[#moved + 1] = id
     local holder = lease_consumer(v)
     if not holders[holder] then holders[holder] = true; seen_consumer(holder, now) end
-    res[#res + 1] = OK
+    if lease_cancelled(v) then res[#res + 1] = CANCELLED else res[#res + 1] = OK end
   end
 end
 for i = 1, #moved, 1000 do redis.call('ZADD', K_INFLIGHT, 'XX', unpack(moved, i, math.min(i + 999, #moved))) end

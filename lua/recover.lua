@@ -28,6 +28,15 @@ local parts, seen = {}, {}
 
 local function give_back(id, p)
   local kt = k_task(id)
+  local v = redis.call('HGET', K_LEASES, id)
+  if v and lease_cancelled(v) then
+    -- Asked to be cancelled while leased: its holder is gone, so it ends here, cancelled.
+    unlease(id, kt, p)
+    task_end(id, kt, 'cancelled', nil, 'cancelled', 0, now)
+    redis.call('DEL', kt)
+    stat('cancelled', 1)
+    return
+  end
   local f = redis.call('HMGET', kt, 'a', 'm')
   local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0 -- deliveries ended before this one
   unlease(id, kt, p)

@@ -31,7 +31,7 @@ local K_LEASES = KEYS[15]
 local BASE = ARGV[1]
 
 -- Result codes; engine/errors.go maps them to Go errors.
-local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED = 0, 1, 2, 3, 4, 5, 6, 7
+local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED, CANCELLED, FINISHED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 local function k_task(id) return BASE .. 't:' .. id end
 local function k_meta(p) return BASE .. 'm:' .. p end
@@ -51,11 +51,16 @@ local function is_ordered(p) return string.byte(p, 1) == 33 end
 -- record: a fetch writes the leases of all its tasks with one HSET and an ack reads them with one
 -- HMGET, where a field of each record would cost a command per task (docs/data-model.md).
 -- The mark is upper case ('T' or 'U') for a task whose end must be recorded (includes/outcome.lua):
--- an ack then reads its record, which it otherwise need not.
+-- an ack then reads its record, which it otherwise need not. A task asked to be cancelled while
+-- leased (cancel.lua) has 'c' for 't' and 'd' for 'u' ('C', 'D'): the next extension tells its
+-- holder, and an ack or a reject removes the mark with the lease.
 local function lease_token(v) return string.sub(v, 1, 20) end
-local function lease_tracked(v) local b = string.byte(v, 21) return b == 116 or b == 84 end -- 't', 'T'
+local function lease_tracked(v) local b = string.byte(v, 21) return b == 116 or b == 84 or b == 99 or b == 67 end
 local function lease_outcome(v) return string.byte(v, 21) < 97 end -- upper case
+local function lease_cancelled(v) local b = string.byte(v, 21) return b == 99 or b == 100 or b == 67 or b == 68 end
 local function lease_consumer(v) return string.sub(v, 22) end
+-- LEASE_CANCEL maps a lease's mark to the same mark asked to cancel.
+local LEASE_CANCEL = {t = 'c', u = 'd', T = 'C', U = 'D'}
 
 -- leases_of returns the leases of ids, in their order (false for an id without one), with one
 -- HMGET per 1000 ids (unpack fails past about 8000 values).
