@@ -494,7 +494,7 @@ func (p *pool) settle(j *job, err error) afterSettle {
 			// kill did land and only its reply was lost, they run next.
 			return handBackRest
 		}
-		return runRest
+		return p.afterDeath(j)
 	case errors.As(err, &rej):
 		// The reason kept is the handler's own error; a plain snooze is no failure, so the
 		// last error stays as it was.
@@ -521,9 +521,20 @@ func (p *pool) settle(j *job, err error) afterSettle {
 		return dropRest
 	}
 	if res[0].DeadLettered {
-		return runRest
+		return p.afterDeath(j)
 	}
 	return dropRest
+}
+
+// afterDeath says what becomes of the rest of j's unit once j was dead-lettered. The later tasks
+// of an ordered partition go back unrun, in position, without using an attempt: a task published
+// to hold its partition on death (HoldPartition) has just held it, and they must wait for the dead
+// letter; otherwise the partition hands them out again at once.
+func (p *pool) afterDeath(j *job) afterSettle {
+	if j.d.Partition.IsOrdered() {
+		return handBackRest
+	}
+	return runRest
 }
 
 // handBack returns tasks that were not run (or were cut off by shutdown) without counting an

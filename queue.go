@@ -51,6 +51,9 @@ type QueueConfig struct {
 	ResultRetention time.Duration
 	// MaxResultBytes is the largest encoded result a handler may give. Default 1 MiB.
 	MaxResultBytes int
+	// OnDeadLetter is what an ordered partition does when one of its tasks is dead-lettered:
+	// ContinuePartition (the default) or HoldPartition. PublishOpts.OnDeadLetter overrides it.
+	OnDeadLetter DeadLetterPolicy
 	// PublishMiddleware wraps every publish of the queue, first outermost: tracing and metrics of
 	// the producer side (package middleware).
 	PublishMiddleware []PublishMiddleware
@@ -79,6 +82,7 @@ type Queue[T any] struct {
 	codec       codec.Codec
 	name        string
 	maxAttempts int
+	onDead      DeadLetterPolicy
 	publish     PublishFunc
 }
 
@@ -88,6 +92,9 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 	shards, err := newShardSet(client, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.OnDeadLetter.valid() {
+		return nil, fmt.Errorf("%w: unknown OnDeadLetter %d", ErrInvalid, cfg.OnDeadLetter)
 	}
 	maxAttempts := cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	if maxAttempts < 0 {
@@ -105,7 +112,7 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 		}
 	}
 	return &Queue[T]{shards: shards, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
-		maxAttempts: maxAttempts, publish: publish}, nil
+		maxAttempts: maxAttempts, onDead: cfg.OnDeadLetter, publish: publish}, nil
 }
 
 // Name returns the queue's name; "" for a nil Queue.
@@ -174,7 +181,27 @@ type PublishOpts struct {
 	// Wait lets callers wait for the task's end with WaitResult (PublishAndWait sets it). Its
 	// outcome is kept for KeepResult or the queue's ResultRetention, and at least 10 minutes.
 	Wait bool
+	// OnDeadLetter overrides the queue's QueueConfig.OnDeadLetter for this task, when set.
+	OnDeadLetter DeadLetterPolicy
 }
+
+// DeadLetterPolicy says what an ordered partition does when one of its tasks is dead-lettered.
+type DeadLetterPolicy int
+
+// The dead-letter policies. The zero value means the queue's policy (PublishOpts), or
+// ContinuePartition (QueueConfig).
+const (
+	// ContinuePartition runs the partition's next task: the dead letter waits apart.
+	ContinuePartition DeadLetterPolicy = iota + 1
+	// HoldPartition holds the partition: its other tasks wait, in order, until the dead letter is
+	// requeued (it goes back to its own place, the head, and runs first), deleted (purged, or
+	// dropped by the dead-letter caps), or the partition is resumed (inspect). For ledgers: event
+	// n+1 never runs after event n failed for good. The partition shows as held, with the dead
+	// task's id and error, in inspect, the CLI and the dashboard.
+	HoldPartition
+)
+
+func (p DeadLetterPolicy) valid() bool { return p >= 0 && p <= HoldPartition }
 
 // Message is one value to publish with its options, for PublishBatch.
 type Message[T any] struct {
@@ -233,6 +260,9 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, msgs []Message[T]) ([]Publi
 func (q *Queue[T]) messages(msgs []Message[T]) ([]engine.Message, error) {
 	ems := make([]engine.Message, len(msgs))
 	for i, m := range msgs {
+		if !m.Opts.OnDeadLetter.valid() {
+			return nil, fmt.Errorf("%w: message %d: unknown OnDeadLetter %d", ErrInvalid, i, m.Opts.OnDeadLetter)
+		}
 		payload, err := q.codec.Marshal(m.Value)
 		if err != nil {
 			return nil, fmt.Errorf("srq: message %d: encode with %s: %w", i, q.codec.Name(), err)
@@ -250,7 +280,8 @@ func (q *Queue[T]) messages(msgs []Message[T]) ([]engine.Message, error) {
 		}
 		ems[i] = engine.Message{ID: m.Opts.ID, Partition: key, Priority: m.Opts.Priority, Delay: m.Opts.Delay,
 			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload,
-			KeepOutcome: m.Opts.KeepResult, Wait: m.Opts.Wait}
+			KeepOutcome: m.Opts.KeepResult, Wait: m.Opts.Wait,
+			HoldOnDead: cmp.Or(m.Opts.OnDeadLetter, q.onDead) == HoldPartition}
 	}
 	return ems, nil
 }

@@ -276,7 +276,7 @@ func (p *flowPlan) cycle() string {
 	return ""
 }
 
-// stepArgs appends flow_publish.lua's 10 values of step i to args.
+// stepArgs appends flow_publish.lua's 11 values of step i to args.
 func (p *flowPlan) stepArgs(args []any, i int) []any {
 	s := &p.spec.Steps[i]
 	m := &s.Message
@@ -300,7 +300,7 @@ func (p *flowPlan) stepArgs(args []any, i int) []any {
 		children = mustJSON(refs)
 	}
 	return append(args, p.ids[i], string(m.Partition), m.Priority, m.Delay.Milliseconds(), at, m.MaxAttempts,
-		encodeHeaders(m.Headers), m.Payload, parents, children)
+		encodeHeaders(m.Headers), m.Payload, flag(m.HoldOnDead), parents, children)
 }
 
 func mustJSON(v any) string {

@@ -116,6 +116,7 @@ const (
 	IndexDepth  PartitionIndex = "depth"  // most pending tasks first
 	IndexAge    PartitionIndex = "age"    // earliest available-at of the earliest pending task first
 	IndexPaused PartitionIndex = "paused" // paused partitions, longest paused first
+	IndexHeld   PartitionIndex = "held"   // ordered partitions held by a dead letter, longest held first
 )
 
 // PartitionInfo describes one partition.
@@ -129,6 +130,10 @@ type PartitionInfo struct {
 	Ready           bool      // in the round-robin now
 	DueAt           time.Time // when scheduled, the time it can next hand out work; else zero
 	Leased          int64     // leases that hold it (ordered) or count against its limit
+	// HeldBy is the id of the dead letter that holds this ordered partition (its task was
+	// published to hold it on death), "" when none; HeldError is that dead letter's last error.
+	// Requeueing or deleting the dead letter, or resuming the partition, releases it.
+	HeldBy, HeldError string
 }
 
 // Paused says whether the partition is paused.
@@ -139,7 +144,7 @@ func (p PartitionInfo) Paused() bool { return !p.PausedAt.IsZero() }
 // [1, MaxInspectPage], and with Redis's error.
 func (e *Engine) PartitionsBy(ctx context.Context, index PartitionIndex, limit int) ([]PartitionInfo, time.Time, error) {
 	switch index {
-	case IndexDepth, IndexAge, IndexPaused:
+	case IndexDepth, IndexAge, IndexPaused, IndexHeld:
 	default:
 		return nil, time.Time{}, invalidf("unknown partition index %q", string(index))
 	}
@@ -181,7 +186,7 @@ func (e *Engine) partitions(ctx context.Context, by string, limit int, keys ...a
 	out := make([]PartitionInfo, 0, len(rows)-1)
 	for _, row := range rows[1:] {
 		f, err := replySlice(row)
-		if err != nil || len(f) != 9 {
+		if err != nil || len(f) != 11 {
 			return nil, time.Time{}, fmt.Errorf("srq: partitions: malformed row %v", row)
 		}
 		key, err := replyString(f[0])
@@ -197,6 +202,13 @@ func (e *Engine) partitions(ctx context.Context, by string, limit int, keys ...a
 		out = append(out, PartitionInfo{Key: partition.Key(key), Pending: n[0], HeadAvailableAt: msTime(n[1]),
 			PausedAt: msTime(n[2]), Limit: int(n[3]), BlockedUntil: msTime(n[4]), Ready: n[5] == 1,
 			DueAt: msTime(n[6]), Leased: n[7]})
+		info := &out[len(out)-1]
+		if info.HeldBy, err = replyString(f[9]); err == nil {
+			info.HeldError, err = replyString(f[10])
+		}
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("srq: partitions: %w", err)
+		}
 	}
 	return out, time.UnixMilli(now), nil
 }
@@ -246,7 +258,7 @@ func (e *Engine) InFlight(ctx context.Context, offset, limit int) ([]Lease, int6
 	out := make([]Lease, 0, len(rows)-1)
 	for _, row := range rows[1:] {
 		f, err := replySlice(row)
-		if err != nil || len(f) != 9 {
+		if err != nil || len(f) != 11 {
 			return nil, 0, fmt.Errorf("srq: in flight: malformed row %v", row)
 		}
 		var s [4]string

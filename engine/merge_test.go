@@ -463,7 +463,7 @@ func TestMergedPublishes(t *testing.T) {
 	pub := func(ids ...string) *op {
 		o := &op{ctx: b.ctx}
 		for _, id := range ids {
-			o.msgs = append(o.msgs, id, "", "0", int64(0), int64(0), 0, "", []byte(id), "")
+			o.msgs = append(o.msgs, id, "", "0", int64(0), int64(0), 0, "", []byte(id), "", "")
 		}
 		return o
 	}

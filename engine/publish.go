@@ -36,6 +36,10 @@ type Message struct {
 	// Wait lets callers wait for the task's end with WaitOutcome. Its outcome is then kept for
 	// KeepOutcome, at least MinWaitKeep.
 	Wait bool
+	// HoldOnDead makes the task's death hold its partition, when ordered: the partition's other
+	// tasks wait until the dead letter is requeued (it goes back to its place, the head) or
+	// deleted, or the partition is resumed. Unordered partitions ignore it.
+	HoldOnDead bool
 }
 
 // MinWaitKeep is the shortest time the outcome of a task published with Message.Wait is kept,
@@ -81,7 +85,7 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		headers := encodeHeaders(m.Headers)
 		bytes += len(m.Payload) + len(headers)
 		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
-			m.MaxAttempts, headers, m.Payload, outcomeSpec(m.KeepOutcome, m.Wait))
+			m.MaxAttempts, headers, m.Payload, outcomeSpec(m.KeepOutcome, m.Wait), flag(m.HoldOnDead))
 	}
 	o := &op{msgs: args, bytes: bytes}
 	if err := e.pubs.do(ctx, o); err != nil {
@@ -97,7 +101,15 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 }
 
 // publishArgs is the number of publish.lua arguments per message.
-const publishArgs = 9
+const publishArgs = 10
+
+// flag is a script's boolean argument: "1" or "".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
+}
 
 // outcomeSpec is how a task's record says that its end is recorded (lua/includes/outcome.lua):
 // "" for not, else the retention in ms, followed by "w" when a caller may wait for it.

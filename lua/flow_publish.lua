@@ -15,8 +15,9 @@
 -- part:   ARGV[4] retention ms, ARGV[5] the home's key base, ARGV[6…] steps
 -- commit: ARGV[4…] the key bases of the slots a part was written to
 -- abort:  ARGV[4] '1' at the home, else '', ARGV[5…] the ids of the steps written to this slot
--- A step is 10 values: task id, partition, priority, delay ms, at ms (0: none), max attempts (0:
--- unlimited), headers (encoded; may be empty), payload, its parents as a JSON array of the edge
+-- A step is 11 values: task id, partition, priority, delay ms, at ms (0: none), max attempts (0:
+-- unlimited), headers (encoded; may be empty), payload, '1' when its death holds its ordered
+-- partition ('' if not), its parents as a JSON array of the edge
 -- policy character followed by the parent's ref (key base .. task id; '' for none), and its
 -- children's refs as a JSON array ('' for none).
 -- Returns: OK; DUPLICATE when the flow id exists (all, claim); {CONFLICT, task id} when a step's
@@ -29,7 +30,7 @@
 local now = now_ms()
 local now_s = int(now)
 local mode, fid = ARGV[2], ARGV[3]
-local STEP = 10
+local STEP = 11
 
 -- conflict returns the first step id from ARGV[first] on that exists already, if any.
 local function conflict(first)
@@ -50,9 +51,10 @@ local function write_step(i, keep, home, gated)
   if ARGV[i + 5] ~= '0' then f[#f + 1] = 'm'; f[#f + 1] = ARGV[i + 5] end
   if ARGV[i + 6] ~= '' then f[#f + 1] = 'h'; f[#f + 1] = ARGV[i + 6] end
   if home ~= BASE then f[#f + 1] = 'H'; f[#f + 1] = home end
+  if ARGV[i + 8] ~= '' then f[#f + 1] = 'j'; f[#f + 1] = '1' end
   local edges = {}
-  if ARGV[i + 8] ~= '' then
-    local parents = cjson.decode(ARGV[i + 8])
+  if ARGV[i + 9] ~= '' then
+    local parents = cjson.decode(ARGV[i + 9])
     for j = 1, #parents do
       local b, pid = ref_split(string.sub(parents[j], 2))
       edges[#edges + 1] = string.sub(pid, #fid + 2)
@@ -68,7 +70,7 @@ local function write_step(i, keep, home, gated)
   f[#f + 1] = 'R'; f[#f + 1] = int(waits)
   redis.call('HSET', kt, unpack(f))
   if #edges > 0 then bulk('HSET', k_parents(id), nil, edges) end
-  if ARGV[i + 9] ~= '' then bulk('RPUSH', k_children(id), nil, cjson.decode(ARGV[i + 9])) end
+  if ARGV[i + 10] ~= '' then bulk('RPUSH', k_children(id), nil, cjson.decode(ARGV[i + 10])) end
   stat('waiting', 1)
   return waits
 end

@@ -4,10 +4,10 @@
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
--- ARGV[3…] 9 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
---          (0: unlimited), headers (encoded; may be empty), payload, and how its end is recorded
---          ('' for not: else the retention ms of its outcome, followed by 'w' when a caller may
---          wait for it; includes/outcome.lua)
+-- ARGV[3…] 10 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
+--          (0: unlimited), headers (encoded; may be empty), payload, how its end is recorded ('' for
+--          not: else the retention ms of its outcome, followed by 'w' when a caller may wait for it;
+--          includes/outcome.lua), and '1' when its death holds its ordered partition ('' if not)
 -- Returns: one code per task: OK (added) or DUPLICATE.
 --
 -- Helpers that only a publish with priorities, a delay to an empty partition, controls or a dedup
@@ -23,11 +23,11 @@ local now_s = int(now)
 local window = tonumber(ARGV[2])
 local res, parts, seen, levels_seen = {}, {}, {}, {}
 local added, available, first = 0, {}, {}
-seq_reserve((#ARGV - 2) / 9)
+seq_reserve((#ARGV - 2) / 10)
 local pend_adds, pend_keys = {}, {}
 local NO_FIELDS = {} -- unpacks to nothing: the optional fields of a task that has none
 
-for i = 3, #ARGV, 9 do
+for i = 3, #ARGV, 10 do
   local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local kt = k_task(id)
   local dup = redis.call('EXISTS', kt) == 1
@@ -48,12 +48,13 @@ for i = 3, #ARGV, 9 do
     -- every byte of a task record counts when millions wait.
     -- The usual task has no priority, attempts or headers: no table is built for it.
     local extra = NO_FIELDS
-    if level ~= '0' or ARGV[i + 5] ~= '0' or ARGV[i + 6] ~= '' or ARGV[i + 8] ~= '' then
+    if level ~= '0' or ARGV[i + 5] ~= '0' or ARGV[i + 6] ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then
       extra = {}
       if level ~= '0' then extra[#extra + 1] = 'r'; extra[#extra + 1] = level end
       if ARGV[i + 5] ~= '0' then extra[#extra + 1] = 'm'; extra[#extra + 1] = ARGV[i + 5] end
       if ARGV[i + 6] ~= '' then extra[#extra + 1] = 'h'; extra[#extra + 1] = ARGV[i + 6] end
       if ARGV[i + 8] ~= '' then extra[#extra + 1] = 'o'; extra[#extra + 1] = ARGV[i + 8] end
+      if ARGV[i + 9] ~= '' then extra[#extra + 1] = 'j'; extra[#extra + 1] = '1' end
     end
     redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s, unpack(extra))
     -- Pending sets are written after the loop, one variadic ZADD per (partition, level): nothing

@@ -1,6 +1,7 @@
 -- requeue.lua: moves dead letters back to pending as if newly published: a new sequence number (so
--- an ordered partition gets it after the work already pending), available now, attempts reset. The
--- last error stays on the record.
+-- an ordered partition gets it after the work already pending), available now, attempts reset. A
+-- dead letter that holds its ordered partition (published to hold it on death) goes back to its
+-- own place instead, the head, and releases the partition. The last error stays on the record.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
@@ -19,16 +20,23 @@ local requeued = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H')
+  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H', 'j', 's', 't')
   if not f[2] then
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= 'd' then
     res[#res + 1] = NOTDEAD
   else
-    local p, s = f[2], next_seq()
+    local p, s, t = f[2], next_seq(), now
+    if f[6] and redis.call('HGET', k_meta(p), 'h') == id then
+      -- It holds its partition: it goes back to its own place, at the head, and the partition
+      -- goes on from it, in order.
+      s, t = f[7], tonumber(f[8])
+      meta_del(p, 'h')
+      redis.call('ZREM', K_HALTED, p)
+    end
     redis.call('ZREM', K_DEAD, id)
-    redis.call('HSET', kt, 'S', 'p', 's', s, 't', now, 'a', 0, 'n', 0)
-    pend(id, kt, p, f[3] or '0', s, now)
+    redis.call('HSET', kt, 'S', 'p', 's', s, 't', int(t), 'a', 0, 'n', 0)
+    pend(id, kt, p, f[3] or '0', s, t)
     if f[4] then flow_end(id, f[4], f[5] or BASE, 'r', '') end -- a flow step: its flow goes on
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     requeued = requeued + 1

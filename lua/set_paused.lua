@@ -1,5 +1,6 @@
 -- set_paused.lua: pauses or resumes one partition. A paused partition hands out no work; its pending
--- and leased tasks stay as they are.
+-- and leased tasks stay as they are. A resume also releases an ordered partition held by a dead
+-- letter (its tasks published to hold it).
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1] key base
@@ -17,6 +18,9 @@ if ARGV[3] == '1' then
 else
   meta_del(p, 'ps')
   redis.call('ZREM', K_PPAUSE, p)
+  -- A resume also releases a partition held by a dead letter, which stays a dead letter.
+  meta_del(p, 'h')
+  redis.call('ZREM', K_HALTED, p)
 end
 place(p, now)
 finish()

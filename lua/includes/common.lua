@@ -41,6 +41,9 @@ local function k_held(p) return BASE .. 'l:' .. p end
 -- K_PRIO is built here rather than passed in KEYS: it shares the queue's hash tag like the
 -- per-partition keys, and keeping KEYS fixed keeps every caller's argument list unchanged.
 local K_PRIO = BASE .. 'prio'
+-- K_HALTED is the ZSET of the ordered partitions held by a dead letter, scored by the ms they were
+-- held (settle.lua's bury): like K_PRIO, built from the key base.
+local K_HALTED = BASE .. 'halted'
 
 -- Ordered partitions are the keys that start with '!'.
 local function is_ordered(p) return string.byte(p, 1) == 33 end
@@ -286,14 +289,15 @@ local function gates()
 end
 
 -- meta returns p's controls: paused flag, concurrency limit (unordered only) and blocked-until ms.
--- Most partitions have none: the ctl set names those that do, so a queue without controls never
--- looks up a meta hash, and one with a few looks up only theirs.
+-- An ordered partition held by a dead letter (field h, its id: settle.lua's bury) counts as
+-- paused. Most partitions have none: the ctl set names those that do, so a queue without controls
+-- never looks up a meta hash, and one with a few looks up only theirs.
 local function meta(p)
   gates()
   if ctl_count == nil then ctl_count = redis.call('SCARD', K_CTL) end
   if ctl_count == 0 or redis.call('SISMEMBER', K_CTL, p) == 0 then return nil, nil, nil end
-  local m = redis.call('HMGET', k_meta(p), 'ps', 'lim', 'b')
-  return m[1], tonumber(m[2]), tonumber(m[3])
+  local m = redis.call('HMGET', k_meta(p), 'ps', 'lim', 'b', 'h')
+  return m[1] or m[4], tonumber(m[2]), tonumber(m[3])
 end
 
 -- meta_set and meta_del change one control of p, keeping the ctl set in step with the meta hashes.

@@ -31,15 +31,25 @@ local function back(id, kt, p, now, delay)
   stat('pending', 1)
 end
 
+-- unhalt releases ordered partition p from the hold of dead letter id, if it holds it: the
+-- partition goes on with its next task.
+local function unhalt(p, id)
+  if redis.call('HGET', k_meta(p), 'h') ~= id then return end
+  meta_del(p, 'h')
+  redis.call('ZREM', K_HALTED, p)
+  place(p, clock_ms or now_ms())
+end
+
 -- drop deletes dead-lettered task id entirely. A flow step's dead letter deleted has failed for
--- good: its flow and its children are told.
+-- good: its flow and its children are told; an ordered partition it held goes on.
 local function drop(id)
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'F', 'H', 'x')
+  local f = redis.call('HMGET', kt, 'F', 'H', 'x', 'j', 'p')
   if f[1] then
     flow_end(id, f[1], f[2] or BASE, 'X', f[3])
     redis.call('DEL', k_parents(id))
   end
+  if f[4] then unhalt(f[5], id) end
   redis.call('DEL', kt)
   redis.call('ZREM', K_DEAD, id)
 end
@@ -53,6 +63,14 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   redis.call('HSET', kt, 'S', 'd')
   if reason ~= '' then redis.call('HSET', kt, 'x', reason) else reason = redis.call('HGET', kt, 'x') end
   task_end(id, kt, 'dead', nil, reason, 0, now)
+  -- Published to hold its ordered partition when it dies (j): the rest of the partition waits
+  -- until this dead letter is requeued or deleted, or the partition is resumed. The caller places
+  -- the partition, which finds it held.
+  local hold = redis.call('HMGET', kt, 'j', 'p')
+  if hold[1] and is_ordered(hold[2]) then
+    meta_set(hold[2], 'h', id)
+    redis.call('ZADD', K_HALTED, int(now), hold[2])
+  end
   local last = redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES')
   local score = now * 1000
   if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
