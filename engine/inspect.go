@@ -258,7 +258,7 @@ func (e *Engine) InFlight(ctx context.Context, offset, limit int) ([]Lease, int6
 	out := make([]Lease, 0, len(rows)-1)
 	for _, row := range rows[1:] {
 		f, err := replySlice(row)
-		if err != nil || len(f) != 11 {
+		if err != nil || len(f) != 9 {
 			return nil, 0, fmt.Errorf("srq: in flight: malformed row %v", row)
 		}
 		var s [4]string
