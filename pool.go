@@ -28,7 +28,11 @@ type job struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
-	freed  atomic.Bool // its slot went back: when its handler succeeded, or on release (freeSlot)
+	// deadline is when the lease ends as far as this worker knows, on this machine's clock: the
+	// time the call that last set it (the fetch, then each extension) was sent, plus the lease.
+	// Redis's deadline is never earlier. Guarded by the worker's mu.
+	deadline time.Time
+	freed    atomic.Bool // its slot went back: when its handler succeeded, or on release (freeSlot)
 }
 
 // pool is one Run's machinery: the loops share the worker and these channels.
@@ -330,7 +334,7 @@ func (p *pool) group(ds []engine.Delivery, engs []*engine.Engine, handlerCtx con
 func (p *pool) newJob(d *engine.Delivery, eng *engine.Engine, handlerCtx context.Context) *job {
 	ctx, cancel := context.WithCancelCause(handlerCtx)
 	j := &job{d: &Delivery{Delivery: *d, Queue: p.w.queue, codec: p.w.codec, maxResult: eng.Config().MaxResultBytes, eng: eng},
-		eng: eng, ctx: ctx, cancel: cancel}
+		eng: eng, ctx: ctx, cancel: cancel, deadline: d.LeaseDeadline}
 	j.timer = time.AfterFunc(time.Until(d.LeaseDeadline), func() { cancel(ErrLeaseLost) })
 	p.w.mu.Lock()
 	p.w.jobs[j] = struct{}{}
@@ -395,14 +399,19 @@ func (p *pool) runUnit(u []*job) {
 			return
 		default:
 		}
-		if errors.Is(context.Cause(j.ctx), ErrLeaseLost) {
-			// The tasks of a unit were leased and are extended together: when one lost its lease,
-			// the others' are gone as well (recovery takes an ordered partition's leased tasks
-			// together, and another consumer may run them now, so this one must not), or going at
-			// the same deadline. They are handed back, not just dropped: where an extension came
-			// late but still in time for Redis, the leases are valid, and dropped tasks would wait
-			// for them to expire and then use an attempt; where they are gone, the hand-back is
-			// refused as stale and changes nothing.
+		if !p.mayStart(j) {
+			// The tasks of a unit were leased and are extended together: when one's lease is lost
+			// or about to end, so are the others' (recovery takes an ordered partition's leased
+			// tasks together, and another consumer may run them now, so this one must not). They
+			// are handed back, not just dropped: the deadline this worker knows is a lower bound of
+			// Redis's (an extension may have landed whose reply came late; a lease past its
+			// deadline stays this worker's until a recoverer takes it), and where the leases are
+			// still this worker's, the hand-back returns the tasks at once, in position, without
+			// using an attempt, where dropped ones would wait for their leases to expire, holding
+			// their ordered partition meanwhile, and then use an attempt. Where the leases are gone
+			// the hand-back is refused as stale and changes nothing: one round trip.
+			p.w.log.Info("the lease of a task ran out before it started (the worker stalled, or its extensions failed); handing them back",
+				"task", j.d.ID, "tasks", len(u)-i)
 			p.handBack(u[i:])
 			return
 		}
@@ -425,6 +434,38 @@ func (p *pool) runUnit(u []*job) {
 		}
 	}
 }
+
+// mayStart says whether j's handler may start: its lease was not refused, and more than a third of
+// the lease (startMargin) is left before the deadline the worker knows. That deadline comes from
+// the fetch or the last extension, on this machine's clock (job.deadline), and Redis's is never
+// earlier, so the lease is still valid in Redis when the handler starts; the margin covers the
+// moments from this check to the handler's first steps and a difference in the rates of the two
+// machines' clocks (Redis's deadlines are on its clock), and leaves the handler a lease the
+// extender can extend. A healthy worker never comes near it: the extender extends every lease
+// every Lease/3, so at least two thirds of a lease are left, less the extension's round trip.
+// What does reach it is a worker that stalled (SIGSTOP, a long GC or scheduling pause, a suspended
+// machine) or whose extensions fail: its timers end the tasks' contexts at their deadlines, but
+// after a stall a handler may take a task before that timer has run.
+//
+// Both of this machine's clocks are checked: the monotonic one, which runs on while the process is
+// stopped and is immune to clock steps, and the wall clock, which also runs on while the machine is
+// suspended, when the monotonic clock stands still (Linux). A forward step of the wall clock by
+// more than two thirds of a lease may thus hand back tasks that could have run: they go back
+// without using an attempt.
+func (p *pool) mayStart(j *job) bool {
+	if errors.Is(context.Cause(j.ctx), ErrLeaseLost) {
+		return false
+	}
+	p.w.mu.Lock()
+	cut := j.deadline.Add(-p.startMargin())
+	p.w.mu.Unlock()
+	now := time.Now()
+	return now.Before(cut) && now.Round(0).Before(cut.Round(0))
+}
+
+// startMargin is how much of a task's lease must be left for its handler to start (mayStart): a
+// third of the lease, the extender's period.
+func (p *pool) startMargin() time.Duration { return p.w.cfg.Lease / 3 }
 
 // call runs the middleware-wrapped handler, turning a panic in middleware into a *PanicError.
 func (p *pool) call(j *job) (err error) {
@@ -736,6 +777,7 @@ func (p *pool) extend(ctx context.Context, eng *engine.Engine, js []*job) {
 				j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, errs[i]))
 				continue
 			}
+			j.deadline = deadline
 			j.timer.Reset(time.Until(deadline))
 		}
 		w.mu.Unlock()

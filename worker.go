@@ -31,7 +31,9 @@ type WorkerConfig struct {
 	// wait in this worker, and for their leases to expire if its process dies.
 	Prefetch int
 	// Lease is how long a fetched task stays leased without an extension; the worker extends the
-	// leases of its tasks every Lease/3. Default 30s; at least 30ms.
+	// leases of its tasks every Lease/3, and starts a task's handler only while more than Lease/3
+	// of its lease is left (a task fetched before a stall goes back unrun: docs/guarantees.md).
+	// Default 30s; at least 30ms.
 	Lease time.Duration
 	// ShutdownTimeout is how long Run waits, after its context ends, for running handlers before it
 	// cancels their contexts (cause ErrShutdown) and hands their tasks back. Default 30s; negative:

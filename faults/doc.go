@@ -7,6 +7,9 @@
 //     at random points of a 20,000-task run over ordered and unordered partitions;
 //   - TestStalledWorkerIsFenced: a worker stopped with SIGSTOP past its lease, then resumed, has
 //     its late ack refused while the new holder completes the task;
+//   - TestStalledWorkerStartsNoExpiredLease: a worker stopped with SIGSTOP past its lease with
+//     tasks fetched ahead, then resumed, starts none of them while another worker holds them;
+//     every handler start is checked against its lease in Redis (history.LeaseMiddleware);
 //   - TestRedisKilledAndRestarted: redis-server (appendonly yes, appendfsync always) is killed with
 //     SIGKILL and restarted on its directory while producers and workers run;
 //   - TestRedisPaused: Redis stops answering (SIGSTOP) for 5 s; workers log, back off and resume;
@@ -23,5 +26,8 @@
 // completion; a task whose handler completed in a process that was then killed before its ack
 // landed runs again, and that second completion is a redelivery (at-least-once), not a duplicate.
 // Executions whose context had ended (lease lost) when their handler returned are fenced by srq,
-// not stopped, and so are not counted as overlaps; their late acks must be refused.
+// not stopped, and so are not counted as overlaps when they began before the other execution did;
+// their late acks must be refused. An execution that begins while another of its ordered partition
+// runs with a valid lease, or that began without a valid lease (history.Expired, where the worker
+// records with history.LeaseMiddleware), is an overlap all the same.
 package faults

@@ -31,8 +31,12 @@ const helperEnv = "SRQ_FAULTS_HELPER"
 type helperConfig struct {
 	// Mode "work": run tasks with work(Work) until SIGTERM. Mode "stall": hold the first task
 	// until its context ends (the test stops and resumes the process meanwhile), print "holding
-	// <id> <token>" when it starts, return nil late, then shut down.
+	// <id> <token>" when it starts, return nil late, then shut down. Mode "hold": as "work", but
+	// hold every first delivery of a task whose id starts with Hold as "stall" holds the first task,
+	// and go on working.
 	Mode        string
+	Hold        string // the prefix of the ids of the tasks mode "hold" holds
+	CheckLeases bool   // record with LeaseMiddleware: check each lease in Redis as its handler starts
 	Addr        string
 	Queue       string
 	Process     string // the history's process name and the worker's consumer id
@@ -68,7 +72,18 @@ func helperMain() int {
 	defer stop()
 	fmt.Println(helperReady) // SIGTERM now shuts down gracefully (proc.stop waits for this)
 	h := work(cfg.Work)
-	if cfg.Mode == "stall" {
+	switch cfg.Mode {
+	case "hold":
+		worked := h
+		h = srq.HandlerFunc[task](func(hctx context.Context, t *srq.Task[task]) error {
+			if !strings.HasPrefix(t.ID, cfg.Hold) || t.Attempt > 1 {
+				return worked.Handle(hctx, t)
+			}
+			fmt.Printf("holding %s %d\n", t.ID, t.Token)
+			<-hctx.Done() // ends when the lease is lost: only after the test resumed this process
+			return nil    // late, as "stall"; the worker goes on with the tasks it fetched meanwhile
+		})
+	case "stall":
 		var once sync.Once
 		h = srq.HandlerFunc[task](func(hctx context.Context, t *srq.Task[task]) error {
 			first := false
@@ -82,10 +97,14 @@ func helperMain() int {
 			return nil    // a handler that finishes late and does not look at its context
 		})
 	}
+	record := rec.Middleware(cfg.Process)
+	if cfg.CheckLeases {
+		record = rec.LeaseMiddleware(cfg.Process, history.RedisLease(q.ShardOf))
+	}
 	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch,
 		Lease: cfg.Lease, ConsumerID: cfg.Process, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 		Retry:      func(int, error) time.Duration { return 10 * time.Millisecond },
-		Middleware: []srq.Middleware{rec.Middleware(cfg.Process)}})
+		Middleware: []srq.Middleware{record}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2

@@ -134,3 +134,127 @@ func TestStalledWorkerIsFenced(t *testing.T) {
 		t.Errorf("acked %d, want %d", s.Acked, len(msgs))
 	}
 }
+
+// TestStalledWorkerStartsNoExpiredLease: worker process A (concurrency 4, prefetch 16, lease 1 s)
+// holds a task in each of its handlers and 16 more fetched ahead, over ordered partitions, when it
+// is stopped with SIGSTOP. Worker B recovers A's tasks once A's leases expire and works through
+// the partitions. A is resumed once it holds no lease any more: its handlers return late, each
+// as its task's lease timer ends its context, and take the next tasks, which A fetched before the
+// stop and whose leases ended long ago (on the unfixed worker, each handler raced the other tasks'
+// timers and sometimes started one). None may start; A goes on with tasks it fetches anew. Both workers check each lease in Redis as a handler starts
+// (history.LeaseMiddleware), so the history holds every start to its lease: no execution may start
+// without a valid lease (Expired), none of an ordered partition may run while another runs with a
+// valid lease (Overlap), and nothing may be lost or run twice.
+func TestStalledWorkerStartsNoExpiredLease(t *testing.T) {
+	t.Parallel()
+	srv := realServer(t)
+	ctx := testCtx(t, 2*time.Minute)
+	q, err := srq.NewQueue[task](client(t, srv, nil), srq.QueueConfig{Name: "resumed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := q.Engine()
+	rec := history.NewRecorder("test", nil)
+	// The held tasks first, so A reaches them in its first fetch; then ordered partitions long
+	// enough that B still works through them when A resumes, and unordered tasks, enough for A to
+	// fill its free slots with while it holds the ordered partitions.
+	const concurrencyA, prefetchA = 4, 16
+	var msgs []srq.Message[task]
+	for i := 0; i < concurrencyA; i++ {
+		msgs = append(msgs, srq.Message[task]{Opts: srq.PublishOpts{ID: fmt.Sprint("hold", i), Partition: "h"}})
+	}
+	for i := 0; i < 90; i++ {
+		msgs = append(msgs, srq.Message[task]{Value: task{N: i}, Opts: srq.PublishOpts{ID: fmt.Sprint("o", i),
+			Partition: fmt.Sprint("o", i%3), Ordered: true}})
+	}
+	for i := 0; i < 60; i++ {
+		msgs = append(msgs, srq.Message[task]{Value: task{N: i}, Opts: srq.PublishOpts{ID: fmt.Sprint("u", i),
+			Partition: fmt.Sprint("u", i%6)}})
+	}
+	if err := (&producer{name: "p", q: q, rec: rec, batch: 100}).run(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	historyA := filepath.Join(dir, "A.jsonl")
+	a := startHelper(t, dir, helperConfig{Mode: "hold", Hold: "hold", CheckLeases: true, Addr: srv.Addr,
+		Queue: q.Name(), Process: "A", History: historyA, Lease: time.Second,
+		Concurrency: concurrencyA, Prefetch: prefetchA, Work: 5 * time.Millisecond})
+	for range concurrencyA {
+		select {
+		case held := <-a.lines:
+			if !strings.HasPrefix(held, "holding hold") {
+				t.Fatalf("worker A says %q", held)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("worker A did not start the held tasks")
+		}
+	}
+	// A's handlers hold a task each; its fetchers fill the other slots. It is stopped once it
+	// holds the held tasks and as many it has not started, and no ack is on its way: the tasks A
+	// ran must not run again.
+	waitUntil(t, "worker A to fetch ahead", 30*time.Second, func() bool {
+		leases, _, err := eng.InFlight(ctx, 0, engine.MaxInspectPage)
+		if err != nil || len(leases) != concurrencyA+prefetchA {
+			return false
+		}
+		started := map[string]bool{}
+		for _, e := range readHistory(t, historyA) {
+			started[e.ID] = started[e.ID] || e.Op == history.OpStart
+		}
+		for _, l := range leases {
+			if l.Consumer != "A" || !strings.HasPrefix(l.ID, "hold") && started[l.ID] {
+				return false
+			}
+		}
+		return true
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+
+	b, err := srq.NewWorker(q, work(10*time.Millisecond), srq.WorkerConfig{Concurrency: 2, Lease: 20 * time.Second,
+		ConsumerID: "B", RecoverInterval: 50 * time.Millisecond, Logger: quiet,
+		Middleware: []srq.Middleware{rec.LeaseMiddleware("B", history.RedisLease(q.ShardOf))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopB := runWorker(t, b, 30*time.Second)
+	waitUntil(t, "A's leases to be taken back", 30*time.Second, func() bool {
+		leases, _, err := eng.InFlight(ctx, 0, engine.MaxInspectPage)
+		if err != nil {
+			return false
+		}
+		for _, l := range leases {
+			if l.Consumer == "A" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("worker A stopped for %v", time.Since(stoppedAt).Round(time.Millisecond))
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the queue to drain", 60*time.Second, func() bool { return drained(ctx, eng) })
+	if err := a.stop(30 * time.Second); err != nil {
+		t.Errorf("worker A: %v", err)
+	}
+	stopB()
+
+	events := append(rec.Events(), readHistory(t, historyA)...)
+	r := check(t, events)
+	if r.Completed != len(msgs) || r.LeaseChecked != r.Executions {
+		t.Errorf("completed %d of %d; lease checked at %d of %d starts", r.Completed, len(msgs), r.LeaseChecked, r.Executions)
+	}
+	// A resumed holding the tasks it had fetched ahead (else the test tested nothing).
+	if skipped := a.logs("handing them back"); len(skipped) == 0 {
+		t.Errorf("worker A handed back no task fetched before the stop")
+	} else {
+		t.Logf("worker A, resumed: %s", skipped[0])
+	}
+	if s, _ := stats(ctx, eng); s.Acked != int64(len(msgs)) || s.Dead != 0 {
+		t.Errorf("stats %+v: want %d acked, nothing dead", s, len(msgs))
+	}
+}

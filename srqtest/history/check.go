@@ -25,9 +25,16 @@ const (
 	// published earlier to that partition had completed; in particular, completions out of publish
 	// order.
 	OutOfOrder Kind = "out-of-order"
-	// Overlap: two executions of one ordered partition ran at the same time.
+	// Overlap: two executions of one ordered partition ran at the same time, one of them with a
+	// valid lease.
 	Overlap Kind = "overlap"
+	// Expired: an execution started without a valid lease: its lease check (LeaseMiddleware) found
+	// it past its deadline, or taken back, settled or delivered again.
+	Expired Kind = "expired"
 )
+
+// kinds lists every Kind, in the order reports show them.
+var kinds = []Kind{Lost, Unexpected, Duplicate, OutOfOrder, Overlap, Expired}
 
 // Anomaly is one thing wrong with a history.
 type Anomaly struct {
@@ -49,7 +56,10 @@ type Report struct {
 	Completed   int // published tasks that completed at least once
 	Redelivered int // completions after the first that a crash explains: not anomalies
 	Late        int // completions whose handler returned after its context ended
-	Anomalies   []Anomaly
+	// LeaseChecked counts the executions whose start has a lease check that answered (valid,
+	// expired or gone; LeaseMiddleware): those Check can hold to their leases.
+	LeaseChecked int
+	Anomalies    []Anomaly
 }
 
 // Count returns how many anomalies of kind k r holds.
@@ -85,7 +95,7 @@ func (r *Report) Err(allow ...Kind) error {
 		return nil
 	}
 	var head []string
-	for _, k := range []Kind{Lost, Unexpected, Duplicate, OutOfOrder, Overlap} {
+	for _, k := range kinds {
 		if counts[k] > 0 {
 			head = append(head, fmt.Sprintf("%d %s", counts[k], k))
 		}
@@ -94,14 +104,14 @@ func (r *Report) Err(allow ...Kind) error {
 }
 
 func (r *Report) summary() string {
-	return fmt.Sprintf("%d published, %d completed, %d executions, %d redelivered after a crash, %d late",
-		r.Published, r.Completed, r.Executions, r.Redelivered, r.Late)
+	return fmt.Sprintf("%d published, %d completed, %d executions (%d with their lease checked), %d redelivered after a crash, %d late",
+		r.Published, r.Completed, r.Executions, r.LeaseChecked, r.Redelivered, r.Late)
 }
 
 // String summarises r: its counts and the number of anomalies of each kind.
 func (r *Report) String() string {
 	s := r.summary()
-	for _, k := range []Kind{Lost, Unexpected, Duplicate, OutOfOrder, Overlap} {
+	for _, k := range kinds {
 		s += fmt.Sprintf(", %d %s", r.Count(k), k)
 	}
 	return s
@@ -111,10 +121,19 @@ type execution struct {
 	key, id, part, process string
 	start, end             int64 // end: math.MaxInt64 while unknown
 	ended, ok, late        bool
+	lease                  LeaseState // what the check at its start found
+	left                   int64      // and how long the lease had left, ns
 }
 
 // completed says whether x counts as a completion of its task: its handler returned nil.
 func (x *execution) completed() bool { return x.ended && x.ok }
+
+// lapsed says whether x started without a valid lease, as its lease check found.
+func (x *execution) lapsed() bool { return x.lease == LeaseExpired || x.lease == LeaseGone }
+
+// fenced says whether x ran, at least in part, without a valid lease: it started so, or its
+// context had ended (lease lost, shutdown) when it returned.
+func (x *execution) fenced() bool { return x.late || x.lapsed() }
 
 type published struct {
 	id, part, producer string
@@ -137,10 +156,16 @@ type published struct {
 //   - OutOfOrder (ordered partitions, keys starting with "!"): every execution of a task, completed
 //     or not, must start after the first completion of every task the same producer published
 //     earlier to the same partition.
-//   - Overlap (ordered partitions): two executions of one partition whose intervals intersect. An
+//   - Overlap (ordered partitions): two executions of one partition whose intervals intersect,
+//     one of them valid: neither late nor lapsed (started without a valid lease, below). An
 //     execution counts from its start to its end; one with no end to the crash of its process, or
-//     for ever when its process did not crash. Executions whose context had ended when they
-//     returned do not count: srq fences a worker whose lease was taken back, it cannot stop it.
+//     for ever when its process did not crash. Two valid executions must not intersect. A late one
+//     (its context had ended when it returned) must not start while a valid one runs, but may run
+//     on into one that started after it: srq fences a worker whose lease was taken back while its
+//     handler ran, it cannot stop it. A lapsed one must not intersect a valid one at all.
+//   - Expired: an execution whose start recorded a lease check (LeaseMiddleware) that found the
+//     lease past its deadline or no longer the delivery's: it started without a valid lease. Such
+//     an execution is lapsed. Report.LeaseChecked counts the executions whose start was checked.
 //
 // Each task id must be published once per history; a publish recorded twice counts once, at its
 // first place.
@@ -173,7 +198,7 @@ func Check(events []Event) *Report {
 			crashes[e.Process] = append(crashes[e.Process], e.Time)
 		case OpStart:
 			x := exec(e)
-			x.start = e.Time
+			x.start, x.lease, x.left = e.Time, e.Lease, e.LeaseLeft
 		case OpEnd:
 			x := exec(e) // an end without a start counts as an instant execution
 			x.ended, x.ok, x.late, x.end = true, e.OK, e.Late, e.Time
@@ -259,6 +284,22 @@ func Check(events []Event) *Report {
 		}
 	}
 
+	// Starts without a valid lease.
+	for _, x := range execOrder {
+		switch x.lease {
+		case LeaseValid:
+			r.LeaseChecked++
+		case LeaseExpired:
+			r.LeaseChecked++
+			add(Expired, x.id, x.part, "execution %s started at %s, %v past its lease's deadline by the server's clock",
+				x.key, stamp(x.start), time.Duration(-x.left))
+		case LeaseGone:
+			r.LeaseChecked++
+			add(Expired, x.id, x.part, "execution %s started at %s, its lease taken back, settled or delivered again",
+				x.key, stamp(x.start))
+		}
+	}
+
 	// Order: per producer and ordered partition, in publish order.
 	type stream struct{ producer, part string }
 	streams := map[stream][]*published{}
@@ -294,14 +335,19 @@ func Check(events []Event) *Report {
 		}
 	}
 
-	// Overlaps, per ordered partition.
+	// Overlaps, per ordered partition: between valid executions, then of fenced ones with valid ones.
 	spans := map[string][]*execution{}
+	var fenced []*execution
 	for _, x := range execOrder {
-		if !partition.Key(x.part).IsOrdered() || x.late {
+		if !partition.Key(x.part).IsOrdered() {
 			continue
 		}
 		if !x.ended {
 			x.end = crashAfter(x.process, x.start)
+		}
+		if x.fenced() {
+			fenced = append(fenced, x)
+			continue
 		}
 		spans[x.part] = append(spans[x.part], x)
 	}
@@ -321,6 +367,20 @@ func Check(events []Event) *Report {
 			}
 			if last == nil || x.end > last.end {
 				last = x
+			}
+		}
+	}
+	for _, x := range fenced {
+		for _, v := range spans[x.part] {
+			if x.start >= v.start && x.start < v.end {
+				add(Overlap, x.id, x.part, "execution %s of %q (fenced) started at %s while execution %s of %q ran with a valid lease (%s until %s)",
+					x.key, x.id, stamp(x.start), v.key, v.id, stamp(v.start), stamp(v.end))
+				break
+			}
+			if x.lapsed() && x.start < v.end && v.start < x.end {
+				add(Overlap, x.id, x.part, "execution %s of %q, started without a valid lease at %s, ran until %s while execution %s of %q ran with one (%s until %s)",
+					x.key, x.id, stamp(x.start), stamp(x.end), v.key, v.id, stamp(v.start), stamp(v.end))
+				break
 			}
 		}
 	}

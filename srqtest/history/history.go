@@ -1,7 +1,8 @@
 // Package history records what a queue was asked to do and what its handlers did, and checks the
 // record: acknowledged publishes and handler executions go in, and Check reports tasks that were
 // lost, unexpected or completed twice, tasks of an ordered partition that ran out of publish order,
-// and executions of one ordered partition that overlapped.
+// executions of one ordered partition that overlapped, and executions that started without a valid
+// lease (recorded by LeaseMiddleware, which asks Redis at each start).
 //
 // A Recorder is safe for concurrent use. It keeps its events in memory and can also write each one
 // as a JSON line to a file, in one write per event, so several processes can record one run (a
@@ -67,7 +68,12 @@ type Event struct {
 	Attempt   int    `json:"a,omitempty"`    // OpStart
 	OK        bool   `json:"ok,omitempty"`   // OpEnd: the handler returned nil
 	Late      bool   `json:"late,omitempty"` // OpEnd: the handler's context had ended when it returned
-	Err       string `json:"err,omitempty"`  // OpEnd: the handler's error, or its context's cause
+	Err       string `json:"err,omitempty"`  // OpEnd: the handler's error, or its context's cause; OpStart: why the lease check failed
+	// Lease is what the check of the delivery's lease in Redis found right before the handler
+	// began (OpStart; LeaseMiddleware), LeaseLeft how long the lease had left by the server's
+	// clock then, in nanoseconds (negative past its deadline; 0 when the lease was gone).
+	Lease     LeaseState `json:"lease,omitempty"`
+	LeaseLeft int64      `json:"ll,omitempty"`
 }
 
 // Recorder records events of one process. It is safe for concurrent use.
@@ -139,13 +145,18 @@ type Execution struct {
 // partition p, delivered with token as attempt attempt. End the execution with End. An error
 // writing the event is kept for Err.
 func (r *Recorder) Start(worker, id string, p partition.Key, token uint64, attempt int) *Execution {
+	return r.start(Event{Worker: worker, ID: id, Partition: string(p), Token: token, Attempt: attempt})
+}
+
+// start records e, an OpStart event with its execution key still to name.
+func (r *Recorder) start(e Event) *Execution {
 	r.mu.Lock()
 	r.execs++
-	key := r.process + "/" + strconv.FormatInt(r.execs, 10)
+	e.Exec = r.process + "/" + strconv.FormatInt(r.execs, 10)
 	r.mu.Unlock()
-	r.add(Event{Op: OpStart, Process: r.process, Worker: worker, ID: id, Partition: string(p), Exec: key,
-		Token: token, Attempt: attempt})
-	return &Execution{r: r, id: id, p: string(p), key: key}
+	e.Op, e.Process = OpStart, r.process
+	r.add(e)
+	return &Execution{r: r, id: e.ID, p: e.Partition, key: e.Exec}
 }
 
 // End records that the execution's handler returned err with ctx, its context. A nil err is a
@@ -168,10 +179,17 @@ func (x *Execution) End(ctx context.Context, err error) {
 
 // Middleware returns worker middleware that records every execution of the handler it wraps as
 // Start and End for worker. Put it first (outermost) so it sees what the worker will act on.
-func (r *Recorder) Middleware(worker string) srq.Middleware {
+func (r *Recorder) Middleware(worker string) srq.Middleware { return r.middleware(worker, nil) }
+
+// middleware records every execution, checking its lease with lease first when lease is not nil.
+func (r *Recorder) middleware(worker string, lease LeaseFunc) srq.Middleware {
 	return func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
-			x := r.Start(worker, d.ID, d.Partition, uint64(d.Token), d.Attempt)
+			e := Event{Worker: worker, ID: d.ID, Partition: string(d.Partition), Token: uint64(d.Token), Attempt: d.Attempt}
+			if lease != nil {
+				e.Lease, e.LeaseLeft, e.Err = checkLease(ctx, lease, d)
+			}
+			x := r.start(e)
 			err := next(ctx, d)
 			x.End(ctx, err)
 			return err

@@ -51,6 +51,17 @@ func (x h) late(proc, exec, id, part string, start, end int64, ok bool) h {
 	return x
 }
 
+// lease sets what the lease check of the last execution's start found, left ms before the deadline.
+func (x h) lease(state history.LeaseState, left int64) h {
+	for i := len(x) - 1; i >= 0; i-- {
+		if x[i].Op == history.OpStart {
+			x[i].Lease, x[i].LeaseLeft = state, ms(left)
+			break
+		}
+	}
+	return x
+}
+
 func (x h) crash(proc string, at int64) h {
 	return append(x, history.Event{Op: history.OpCrash, Time: ms(at), Process: proc})
 }
@@ -64,6 +75,7 @@ func TestCheck(t *testing.T) {
 		want        want
 		redelivered int
 		late        int
+		checked     int
 	}{
 		{name: "clean ordered and unordered",
 			h: h{}.pub("P", "a", "!p", 1).pub("P", "b", "!p", 2).pub("P", "u", "q", 1).
@@ -148,18 +160,53 @@ func TestCheck(t *testing.T) {
 		{name: "unordered partitions may overlap",
 			h: h{}.pub("P", "a", "q", 1).pub("P", "b", "q", 2).
 				run("A", "A/1", "a", "q", 1, 10, true).run("B", "B/1", "b", "q", 5, 15, true)},
+		{name: "a late execution that starts while a valid one runs overlaps",
+			h: h{}.pub("P", "a", "!p", 1).pub("P", "b", "!p", 2).
+				run("B", "B/1", "a", "!p", 1, 10, true).late("A", "A/1", "a", "!p", 3, 4, false).
+				run("B", "B/2", "b", "!p", 11, 12, true),
+			want: want{history.Overlap: 1}},
+		{name: "a late execution that starts as a valid one ends overlaps nothing",
+			h: h{}.pub("P", "a", "!p", 1).
+				run("B", "B/1", "a", "!p", 1, 10, true).late("A", "A/1", "a", "!p", 10, 14, false)},
+		{name: "valid leases at every start",
+			h: h{}.pub("P", "a", "!p", 1).pub("P", "b", "!p", 2).
+				run("A", "A/1", "a", "!p", 1, 2, true).lease(history.LeaseValid, 900).
+				run("A", "A/2", "b", "!p", 3, 4, true).lease(history.LeaseValid, 1),
+			checked: 2},
+		{name: "a start past the lease's deadline",
+			h:    h{}.pub("P", "a", "q", 1).run("A", "A/1", "a", "q", 1, 2, true).lease(history.LeaseExpired, -1500),
+			want: want{history.Expired: 1}, checked: 1},
+		{name: "a start after the lease was taken back, late",
+			h: h{}.pub("P", "a", "q", 1).run("B", "B/1", "a", "q", 1, 2, true).lease(history.LeaseValid, 900).
+				late("A", "A/1", "a", "q", 3, 4, false).lease(history.LeaseGone, 0),
+			want: want{history.Expired: 1}, checked: 2},
+		{name: "a lapsed execution overlaps a valid one it started before",
+			h: h{}.pub("P", "a", "!p", 1).pub("P", "b", "!p", 2).
+				run("B", "B/1", "a", "!p", 1, 2, true).lease(history.LeaseValid, 900).
+				late("A", "A/1", "a", "!p", 3, 20, false).lease(history.LeaseGone, 0).
+				run("B", "B/2", "b", "!p", 5, 6, true).lease(history.LeaseValid, 900),
+			want: want{history.Expired: 1, history.Overlap: 1}, checked: 3},
+		{name: "a lapsed execution that completed in time is a duplicate",
+			h: h{}.pub("P", "a", "!p", 1).
+				run("B", "B/1", "a", "!p", 1, 2, true).
+				run("A", "A/1", "a", "!p", 3, 4, true).lease(history.LeaseExpired, -10),
+			want: want{history.Expired: 1, history.Duplicate: 1}, checked: 1},
+		{name: "a failed lease check checks nothing",
+			h: h{}.pub("P", "a", "q", 1).run("A", "A/1", "a", "q", 1, 2, true).lease(history.LeaseUnknown, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := history.Check(tc.h)
-			for _, k := range []history.Kind{history.Lost, history.Unexpected, history.Duplicate, history.OutOfOrder, history.Overlap} {
+			for _, k := range []history.Kind{history.Lost, history.Unexpected, history.Duplicate, history.OutOfOrder,
+				history.Overlap, history.Expired} {
 				if got := r.Count(k); got != tc.want[k] {
 					t.Errorf("%s: %d, want %d", k, got, tc.want[k])
 				}
 			}
-			if r.Redelivered != tc.redelivered || r.Late != tc.late {
-				t.Errorf("redelivered %d late %d, want %d %d", r.Redelivered, r.Late, tc.redelivered, tc.late)
+			if r.Redelivered != tc.redelivered || r.Late != tc.late || r.LeaseChecked != tc.checked {
+				t.Errorf("redelivered %d late %d lease checked %d, want %d %d %d", r.Redelivered, r.Late, r.LeaseChecked,
+					tc.redelivered, tc.late, tc.checked)
 			}
 			if err := r.Err(); (err != nil) != (len(tc.want) > 0) {
 				t.Errorf("Err() = %v", err)
