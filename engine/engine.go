@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,6 +72,10 @@ type Config struct {
 	ResultRetention time.Duration
 	// MaxResultBytes is the largest result Ack accepts. Default 1 MiB.
 	MaxResultBytes int
+	// Events keeps an event stream of the queue of about this many entries (Events), written in
+	// the same script call as each change it reports. Default 0: none. Each event costs its call
+	// an XADD.
+	Events int
 	// MaxMerge is the most concurrent calls the engine merges into one script call: Ack, Fetch,
 	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Above 1,
 	// at most two calls of each kind are in flight; calls that arrive meanwhile wait and then go
@@ -96,6 +101,10 @@ type Engine struct {
 	siblings sync.Map
 	// relayDue is signalled when a call wrote to the flow outbox (RelayDue).
 	relayDue chan struct{}
+	// argBaseV is the first script argument (argBase), a string; eventsKnown says whether a
+	// sibling engine (at) has read its queue's event stream cap.
+	argBaseV    atomic.Value
+	eventsKnown atomic.Bool
 }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
@@ -125,6 +134,8 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 		return nil, invalidf("negative ResultRetention %v", cfg.ResultRetention)
 	case cfg.MaxResultBytes < 0:
 		return nil, invalidf("negative MaxResultBytes %d", cfg.MaxResultBytes)
+	case cfg.Events < 0:
+		return nil, invalidf("negative Events %d", cfg.Events)
 	case cfg.MaxMerge < 0:
 		return nil, invalidf("negative MaxMerge %d", cfg.MaxMerge)
 	case cfg.MaxBlock < time.Millisecond:
@@ -136,6 +147,8 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys(),
 		shortBlockCap: shortBlockCap(client), relayDue: make(chan struct{}, 1)}
+	e.argBaseV.Store(argBase(keys.Base(), cfg.Events))
+	e.eventsKnown.Store(true)
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
 	return e, nil

@@ -477,7 +477,8 @@ func (e *Engine) at(base string) *Engine {
 	}
 	sib := &Engine{client: e.client, cfg: e.cfg, keys: Keys{base: base}, shortBlockCap: e.shortBlockCap}
 	sib.scriptKeys = sib.keys.ScriptKeys()
-	sib.cfg.Queue = queueOfBase(base)
+	sib.cfg.Queue, sib.cfg.Events = queueOfBase(base), 0
+	sib.argBaseV.Store(base) // until learnEvents reads the cap its queue announced
 	sib.relayDue = make(chan struct{}, 1)
 	sib.calls = merger{send: sib.sendCalls, max: e.cfg.MaxMerge}
 	sib.pubs = merger{send: sib.sendPublishes, max: e.cfg.MaxMerge}
@@ -546,7 +547,9 @@ func (e *Engine) Relay(ctx context.Context) (int, error) {
 		}
 		var errs []error
 		for _, base := range order {
-			if _, err := e.at(base).run(ctx, scriptFlowApply, byBase[base]...); err != nil {
+			dest := e.at(base)
+			dest.learnEvents(ctx)
+			if _, err := dest.run(ctx, scriptFlowApply, byBase[base]...); err != nil {
 				errs = append(errs, err)
 				continue
 			}

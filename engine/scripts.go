@@ -95,7 +95,7 @@ type call struct {
 }
 
 func (e *Engine) evalArgs(args []any) []any {
-	return append([]any{e.keys.Base()}, args...)
+	return append([]any{e.argBaseV.Load().(string)}, args...)
 }
 
 // run executes one script with EVALSHA and, when the server does not know it (NOSCRIPT), once more

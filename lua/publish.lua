@@ -75,6 +75,7 @@ for i = 3, #ARGV, 10 do
     depth_add(p, 1)
     head_lower(p, t)
     added = added + 1
+    emit('published', id, 'p', p)
     res[#res + 1] = OK
   end
 end

@@ -115,6 +115,7 @@ for i = 4, #ARGV, 5 do
     else
       back(id, kt, p, now, delay)
       rejected = rejected + 1
+      emit('retried', id, 'e', reason, 'd', int(delay))
       res[#res + 1] = OK
       if is_ordered(p) then stat('taken_back', take_back_later(id, kt, p, now)) end
     end

@@ -40,6 +40,7 @@ for i = 2, #ARGV do
     if f[4] then flow_end(id, f[4], f[5] or BASE, 'r', '') end -- a flow step: its flow goes on
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     requeued = requeued + 1
+    emit('requeued', id)
     res[#res + 1] = OK
   end
 end

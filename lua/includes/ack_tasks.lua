@@ -48,6 +48,7 @@ local function ack_tasks(now, window, keep, first, last)
       end
       if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
       acked = acked + 1
+      emit('acked', id)
       res[#res + 1] = OK
     end
   end

@@ -29,6 +29,17 @@ local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8
 local K_DEPTH, K_HEADS, K_CONSUMERS, K_QPAUSE, K_PPAUSE = KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 local K_LEASES = KEYS[15]
 local BASE = ARGV[1]
+-- ARGV[1] may carry, after the key base, the most entries the queue's event stream keeps (see
+-- emit): "<prefix>:{<queue>}:<n>". The base ends at the first "}:", as no prefix or queue name
+-- holds '}', so the number costs the callers no argument of its own and the scripts one find.
+local EVENTS_MAX = false
+do
+  local i = string.find(BASE, '}:', 1, true)
+  if i and i + 1 < #BASE then
+    EVENTS_MAX = string.sub(BASE, i + 2)
+    BASE = string.sub(BASE, 1, i + 1)
+  end
+end
 
 -- Result codes; engine/errors.go maps them to Go errors.
 local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED, CANCELLED, FINISHED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -44,6 +55,17 @@ local K_PRIO = BASE .. 'prio'
 -- K_HALTED is the ZSET of the ordered partitions held by a dead letter, scored by the ms they were
 -- held (settle.lua's bury): like K_PRIO, built from the key base.
 local K_HALTED = BASE .. 'halted'
+
+-- K_EVENTS is the queue's event stream, written only when the caller keeps one (EVENTS_MAX set).
+local K_EVENTS = BASE .. 'ev'
+
+-- emit appends an event of kind about task (or flow) id, with more field, value pairs, to the
+-- queue's event stream in the same call as the change it reports, capped near EVENTS_MAX entries
+-- (MAXLEN ~, so trimming is cheap). Without a stream it does nothing.
+local function emit(kind, id, ...)
+  if not EVENTS_MAX then return end
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*', 'k', kind, 'id', id, ...)
+end
 
 -- Ordered partitions are the keys that start with '!'.
 local function is_ordered(p) return string.byte(p, 1) == 33 end

@@ -113,6 +113,7 @@ end
 -- it kept or a caller waits, and its flow's next steps. A step that ended for good forgets its
 -- parents.
 local function task_end(id, kt, s, v, e, qkeep, now)
+  if s == 'cancelled' then emit('cancelled', id, 'e', e or '') end
   local f = redis.call('HMGET', kt, 'o', 'F', 'H')
   local keep, waiter = outcome_spec(f[1])
   if qkeep > keep then keep = qkeep end
@@ -137,6 +138,7 @@ local function flow_release(id, kt, now)
   redis.call('HDEL', kt, 'S', 'R', 'B', 'y')
   redis.call('HSET', kt, 's', s, 't', int(t))
   pend(id, kt, p, level, s, t)
+  emit('released', id, 'p', p)
   stat('waiting', -1)
   stat('pending', 1)
   place(p, now)
@@ -245,7 +247,15 @@ local function flow_noted(fid, name, s, v, now)
   if ok == n then state = 'o' elseif bad > 0 then state = 'x' end
   redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin, 'S', state)
   if state ~= (f[5] or '') then
-    if state == 'o' then stat('flows_completed', 1) elseif state == 'x' then stat('flows_failed', 1) end
+    if state == 'o' then
+      stat('flows_completed', 1)
+      emit('flow_completed', fid)
+    elseif state == 'x' then
+      stat('flows_failed', 1)
+      emit('flow_failed', fid, 's', name)
+    else
+      emit('flow_running', fid, 's', name)
+    end
   end
   if ok + bad == n then
     if not f[7] then

@@ -50,6 +50,7 @@ local function drop(id)
     redis.call('DEL', k_parents(id))
   end
   if f[4] then unhalt(f[5], id) end
+  emit('purged', id)
   redis.call('DEL', kt)
   redis.call('ZREM', K_DEAD, id)
 end
@@ -63,6 +64,7 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   redis.call('HSET', kt, 'S', 'd')
   if reason ~= '' then redis.call('HSET', kt, 'x', reason) else reason = redis.call('HGET', kt, 'x') end
   task_end(id, kt, 'dead', nil, reason, 0, now)
+  emit('dead', id, 'e', reason or '')
   -- Published to hold its ordered partition when it dies (j): the rest of the partition waits
   -- until this dead letter is requeued or deleted, or the partition is resumed. The caller places
   -- the partition, which finds it held.
