@@ -110,6 +110,7 @@ func TestQueuePage(t *testing.T) {
 		t.Fatal("no CSRF token on the queue page")
 	}
 	req, _ := http.NewRequest(http.MethodPost, b.base+"pause-queue", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: b.session})
 	if err := b.h.csrf.check(req, html.UnescapeString(m[1])); err != nil {
 		t.Errorf("the page's token is refused: %v", err)
 	}
