@@ -100,7 +100,8 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	opts   options
-	// global holds the flags given before the command, for hints that repeat the command line.
+	// global holds the shared flags as given before the command, for hints that repeat the
+	// command line.
 	global *flag.FlagSet
 	client *redis.Client
 	in     *inspect.Inspector
@@ -339,8 +340,8 @@ func limitFlag(fs *flag.FlagSet, p *int, def int, what string) {
 	fs.IntVar(p, "limit", def, fmt.Sprintf("most %s to list (1 to %d)", what, inspect.MaxLimit))
 }
 
-// checkLimit refuses a --limit below 1: the Inspector reads 0 as its default page size, which
-// is not what "--limit 0" says.
+// checkLimit refuses a --limit outside [1, inspect.MaxLimit] with a usage error: the Inspector
+// would read 0 as its default page size, which is not what "--limit 0" says.
 func checkLimit(limit int) error {
 	if limit < 1 || limit > inspect.MaxLimit {
 		return usagef("--limit %d is outside [1, %d]", limit, inspect.MaxLimit)
