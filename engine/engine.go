@@ -75,12 +75,13 @@ type Config struct {
 // Engine runs one queue's scripts over a go-redis client (single node, Sentinel or Cluster). It is
 // safe for concurrent use.
 type Engine struct {
-	client     redis.UniversalClient
-	cfg        Config
-	keys       Keys
-	scriptKeys []string
-	calls      merger // Ack, Fetch and AckFetch calls, merged (merge.go)
-	pubs       merger // Publish calls, merged
+	client  redis.UniversalClient
+	cfg     Config
+	keys    Keys
+	base    []byte // keys.Base(), as sendOnce writes it
+	keyArgs []any  // keys.ScriptKeys(), as command arguments
+	calls   merger // Ack, Fetch and AckFetch calls, merged (merge.go)
+	pubs    merger // Publish calls, merged
 	// shortBlockCap bounds a wait under a second in Redis (blockWoken); 0: no bound.
 	shortBlockCap time.Duration
 }
@@ -116,8 +117,10 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys(),
-		shortBlockCap: shortBlockCap(client)}
+	e := &Engine{client: client, cfg: cfg, keys: keys, base: []byte(keys.Base()), shortBlockCap: shortBlockCap(client)}
+	for _, k := range keys.ScriptKeys() {
+		e.keyArgs = append(e.keyArgs, k)
+	}
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
 	return e, nil

@@ -15,6 +15,15 @@ var (
 	ErrNotDead = errors.New("srq: task is not a dead letter")
 	// ErrInvalid is wrapped by every error about a bad argument or configuration.
 	ErrInvalid = errors.New("srq: invalid argument")
+	// ErrReplyLost is wrapped by the error of a call that was sent to Redis and whose reply did not
+	// come back: the client's read timed out, the connection broke, or the context ended while the
+	// reply was awaited. The call may have run or not; a script runs whole or not at all, so if it
+	// ran, all of it did. srq never sends such a call again, and keeps go-redis from doing so
+	// (scripts.go): run twice, a call would answer for its second run, as if its first had not
+	// happened. Make the call again only when that is what you want, knowing it may repeat:
+	// publish reports a repeated message as a duplicate, ack reports ErrNotFound, reject and kill
+	// ErrStaleToken for a task the first run settled.
+	ErrReplyLost = errors.New("srq: the reply was lost: the call was sent and may have run")
 	// ErrQueueNotFound is wrapped by the error for a queue that is not registered (see
 	// RegisterQueue) and has no keys. It matches ErrNotFound too.
 	ErrQueueNotFound error = queueNotFound{}
