@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +109,94 @@ func TestRejectCostIgnoresItemOrder(t *testing.T) {
 	within(t, 2, fmt.Sprintf("reject of a run of %d, tail first against head first", n), func() (time.Duration, time.Duration) {
 		return rejectRun(true), rejectRun(false)
 	})
+}
+
+// fetchAckCost fetches and acks one task at a time k times from b's queue and returns the Redis
+// time of those calls.
+func (b *bundle) fetchAckCost(k int) time.Duration {
+	b.t.Helper()
+	return b.scriptTime(func() {
+		for range k {
+			ds := b.fetch("c", 1)
+			if len(ds) != 1 {
+				b.t.Fatalf("fetched %d tasks, want 1", len(ds))
+			}
+			b.ack(ds...)
+		}
+	})
+}
+
+// TestPriorityLevelsAreCapped publishes 20,000 distinct priorities into one partition, where each
+// fetch and ack used to read every level's head (81 ms of Redis a call at 20,000 levels). The
+// batch of all 20,000 is refused before it is sent; sent one level a call, the first
+// MaxPriorityLevels are added and every later one is refused by the script, writing nothing. The
+// partition at the cap then serves its tasks, and a fetch and ack of a task at priority 0 behind
+// MaxPriorityLevels delayed levels, the most a fetch can have to look at, costs Redis at most
+// twice what it costs in a partition of one level.
+func TestPriorityLevelsAreCapped(t *testing.T) {
+	t.Parallel()
+	b := costBundle(t, "times the scripts with INFO commandstats")
+	const n = 20_000
+	p := partition.Key("p")
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = Message{ID: fmt.Sprint("t", i), Partition: p, Priority: i + 1, Delay: time.Hour}
+	}
+	_, err := b.eng.Publish(b.ctx, msgs)
+	checkTooMany(t, err, p)
+	for i := range msgs {
+		_, err := b.eng.Publish(b.ctx, msgs[i:i+1])
+		if i < MaxPriorityLevels && err != nil {
+			t.Fatalf("priority %d: %v", i+1, err)
+		}
+		if i >= MaxPriorityLevels {
+			checkTooMany(t, err, p)
+			if i > MaxPriorityLevels+100 {
+				break // the rest go in batches of MaxPriorityLevels, refused by the script alike
+			}
+		}
+	}
+	for i := MaxPriorityLevels + 100; i < n; i += MaxPriorityLevels {
+		_, err := b.eng.Publish(b.ctx, msgs[i:min(i+MaxPriorityLevels, n)])
+		checkTooMany(t, err, p)
+	}
+	if st := b.stats(); st.Published != MaxPriorityLevels || st.Pending != MaxPriorityLevels {
+		t.Fatalf("after the refusals: %+v; want the first %d tasks only", st, MaxPriorityLevels)
+	}
+
+	// At the cap, a task at one of its levels or at 0 is taken.
+	b.publish(Message{Partition: p, Priority: 1, Delay: time.Hour}, Message{Partition: p})
+
+	// Behind MaxPriorityLevels delayed levels, a fetch looks at the head of every level, and an
+	// ordered partition's ack as well (place): the most either can cost.
+	const k = 200
+	for _, p := range []partition.Key{"p", partition.Ordered("o")} {
+		atZero := make([]Message, k)
+		for i := range atZero {
+			atZero[i] = Message{Partition: p}
+		}
+		levels := make([]Message, MaxPriorityLevels)
+		for i := range levels {
+			levels[i] = Message{Partition: p, Priority: i + 1, Delay: time.Hour}
+		}
+		within(t, 2, fmt.Sprintf("fetch and ack in %q at the cap against one level", p), func() (time.Duration, time.Duration) {
+			b.eng = b.newEngine()
+			b.publish(append(levels, atZero...)...)
+			capped := b.fetchAckCost(k)
+			b.eng = b.newEngine()
+			b.publish(atZero...)
+			return capped, b.fetchAckCost(k)
+		})
+	}
+}
+
+// checkTooMany fails t unless err refuses a publish to p for its priorities, saying so.
+func checkTooMany(t *testing.T, err error, p partition.Key) {
+	t.Helper()
+	if !errors.Is(err, ErrTooManyPriorities) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("publish: %v; want ErrTooManyPriorities", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, strconv.Quote(string(p))) || !strings.Contains(msg, strconv.Itoa(MaxPriorityLevels)) {
+		t.Fatalf("the error %q names neither the partition nor the cap", msg)
+	}
 }

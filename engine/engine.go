@@ -25,6 +25,10 @@ const (
 	MaxHeaderBytes = 64 << 10 // bytes of a task's encoded headers
 	MinPriority    = -1 << 31
 	MaxPriority    = 1<<31 - 1
+	// MaxPriorityLevels is the most priorities other than 0 that the pending tasks of one partition
+	// may have: a fetch or an ack looks at the head of each, so it bounds what they cost. Publish
+	// refuses a batch that would pass it, and Requeue a dead letter (docs/data-model.md, section 12).
+	MaxPriorityLevels = 16
 	// MaxDelay is the longest delay of a publish or reject.
 	MaxDelay = 100 * 365 * 24 * time.Hour
 	// MaxFetch is the most tasks one Fetch, FetchWait or AckFetch may ask for: a script holds

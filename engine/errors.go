@@ -24,10 +24,22 @@ var (
 	// publish reports a repeated message as a duplicate, ack reports ErrNotFound, reject and kill
 	// ErrStaleToken for a task the first run settled.
 	ErrReplyLost = errors.New("srq: the reply was lost: the call was sent and may have run")
+	// ErrTooManyPriorities is wrapped by the error of a Publish that would give a partition pending
+	// tasks at more than MaxPriorityLevels priorities other than 0 (nothing of the batch is
+	// written), and is the error of a Requeue item that would (the letter stays dead). It matches
+	// ErrInvalid too.
+	ErrTooManyPriorities error = tooManyPriorities{}
 	// ErrQueueNotFound is wrapped by the error for a queue that is not registered (see
 	// RegisterQueue) and has no keys. It matches ErrNotFound too.
 	ErrQueueNotFound error = queueNotFound{}
 )
+
+type tooManyPriorities struct{}
+
+func (tooManyPriorities) Error() string {
+	return fmt.Sprintf("srq: a partition may have pending tasks at %d priorities other than 0 at most", MaxPriorityLevels)
+}
+func (tooManyPriorities) Is(target error) bool { return target == ErrInvalid }
 
 type queueNotFound struct{}
 
@@ -42,6 +54,8 @@ const (
 	codeDuplicate = 3
 	codeNotDead   = 4
 	codeDead      = 5
+	codeLevels    = 6 // a publish or requeue would take the partition past MaxPriorityLevels
+	codeRefused   = 7 // a task of a publish batch refused whole (codeLevels)
 )
 
 // codeErrors is the one table that turns script result codes into errors. Codes that mean success
@@ -53,6 +67,7 @@ var codeErrors = map[int64]error{
 	codeDuplicate: nil,
 	codeNotDead:   ErrNotDead,
 	codeDead:      nil,
+	codeLevels:    ErrTooManyPriorities,
 }
 
 func codeError(code int64) error {

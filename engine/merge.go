@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/srqueue/srq/partition"
 )
 
 // Concurrent calls of one Engine are merged (group commit): Ack, Fetch, FetchNext, FetchWait's
@@ -364,8 +366,11 @@ func (e *Engine) sendPublishes(ops []*op) {
 	for _, o := range ops {
 		total += o.published()
 	}
-	args := make([]any, 0, 1+publishArgs*total)
-	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	args := make([]any, 0, 2+len(ops)+publishArgs*total)
+	args = append(args, e.cfg.DedupWindow.Milliseconds(), len(ops))
+	for _, o := range ops {
+		args = append(args, o.published()) // each op's messages are a batch, added whole or not at all
+	}
 	for _, o := range ops {
 		args = append(args, o.msgs...)
 	}
@@ -381,8 +386,18 @@ func (e *Engine) sendPublishes(ops []*op) {
 		}
 		o.dups = make([]bool, o.published())
 		for i := range o.dups {
-			o.dups[i] = codes[i] == codeDuplicate
+			switch codes[i] {
+			case codeDuplicate:
+				o.dups[i] = true
+			case codeLevels:
+				p, _ := o.msgs[i*publishArgs+1].(string)
+				prio, _ := o.msgs[i*publishArgs+2].(string)
+				o.dups, o.err = nil, priorityError(i, partition.Key(p), prio)
+			}
+			if o.err != nil {
+				break
+			}
 		}
-		codes = codes[len(o.dups):]
+		codes = codes[o.published():]
 	}
 }
