@@ -77,7 +77,8 @@ type Config struct {
 }
 
 // Engine runs one queue's scripts over a go-redis client (single node, Sentinel or Cluster). It is
-// safe for concurrent use.
+// safe for concurrent use. A call that changes the queue is sent at most once: when its reply is
+// lost, it fails with an error wrapping ErrReplyLost (it may have run) rather than being sent again.
 type Engine struct {
 	client  redis.UniversalClient
 	cfg     Config

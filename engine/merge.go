@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -389,14 +390,16 @@ func (e *Engine) sendPublishes(ops []*op) {
 			switch codes[i] {
 			case codeDuplicate:
 				o.dups[i] = true
-			case codeLevels:
+			case codeLevels: // the message that would pass the cap: the batch was refused
 				p, _ := o.msgs[i*publishArgs+1].(string)
 				prio, _ := o.msgs[i*publishArgs+2].(string)
-				o.dups, o.err = nil, priorityError(i, partition.Key(p), prio)
+				o.err = priorityError(i, partition.Key(p), prio)
+			case codeRefused:
+				o.err = cmp.Or(o.err, error(ErrTooManyPriorities))
 			}
-			if o.err != nil {
-				break
-			}
+		}
+		if o.err != nil {
+			o.dups = nil
 		}
 		codes = codes[o.published():]
 	}

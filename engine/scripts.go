@@ -129,10 +129,10 @@ func (e *Engine) command(ctx context.Context, s *script, eval bool, args []any) 
 // server may have run it; a script run twice answers for its second run (a publish reports its
 // messages as duplicates, an ack ErrNotFound, a reject ErrStaleToken), and its caller would take
 // those answers for the truth. go-redis writes an argument that implements
-// encoding.BinaryMarshaler by calling MarshalBinary each time it writes the command, before
-// anything of it can have left the client's buffer (the key base is the first argument after
-// the keys, a few hundred bytes in); a MarshalBinary error ends the call without retries and
-// closes the connection, so a half-written command never reaches the server.
+// encoding.BinaryMarshaler by calling MarshalBinary each time it writes the command. An error
+// there ends the write midway and the call without a retry (it is neither a timeout nor a Redis
+// error), and go-redis closes the connection, as after any error that is no Redis reply: the
+// server runs only whole commands, so it never runs a command cut short.
 //
 // A call's first write always goes through. A later one goes through only when the command's
 // recorded error says that the server refused the previous write without running it: a cluster
