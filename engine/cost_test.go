@@ -64,8 +64,8 @@ func within(t *testing.T, factor float64, what string, measure func() (cost, bas
 }
 
 // TestRejectCostIgnoresItemOrder rejects a leased ordered run of 1,500 tasks in one call, last
-// task first and first task first: each item of the first order used to read the partition's
-// whole held set again, so that call cost the square of the run (0.8 s of Redis at 1,000). Its
+// task first and first task first. A reject that read the partition's whole held set again for
+// each item would cost the square of the run in the first order (0.8 s of Redis at 1,000): its
 // Redis time must stay within twice the other's, and both must leave every task pending in order.
 func TestRejectCostIgnoresItemOrder(t *testing.T) {
 	t.Parallel()
@@ -126,13 +126,13 @@ func (b *bundle) fetchAckCost(k int) time.Duration {
 	})
 }
 
-// TestPriorityLevelsAreCapped publishes 20,000 distinct priorities into one partition, where each
-// fetch and ack used to read every level's head (81 ms of Redis a call at 20,000 levels). The
-// batch of all 20,000 is refused before it is sent; sent one level a call, the first
-// MaxPriorityLevels are added and every later one is refused by the script, writing nothing. The
-// partition at the cap then serves its tasks, and a fetch and ack of a task at priority 0 behind
+// TestPriorityLevelsAreCapped publishes 20,000 distinct priorities into one partition, whose every
+// fetch and ack would read each level's head (81 ms of Redis a call at 20,000 levels). The batch
+// of all 20,000 is refused before it is sent; sent one level a call, the first MaxPriorityLevels
+// are added and every later one is refused by the script, writing nothing. The partition at the
+// cap still takes tasks at its levels and at 0, and a fetch and ack of a task at priority 0 behind
 // MaxPriorityLevels delayed levels, the most a fetch can have to look at, costs Redis at most
-// twice what it costs in a partition of one level.
+// twice what it costs in a partition of one level, unordered and ordered.
 func TestPriorityLevelsAreCapped(t *testing.T) {
 	t.Parallel()
 	b := costBundle(t, "times the scripts with INFO commandstats")

@@ -31,8 +31,8 @@ local took = {}
 -- place from which on none of them is leased any more (all taken back or settled by this call).
 -- gone[id] marks the ids this call unleased. A reject of a run's task takes back the leased ids
 -- between its place and the cut, and moves the cut to its place: each id is taken back at most
--- once, so a call costs the same whatever the order of its items, where reading l:<p> again for
--- each item cost the square of the run when the items came last task first.
+-- once, so a call costs the same whatever the order of its items (reading l:<p> again for each
+-- item would cost the square of the run when the items come last task first).
 local run, at, cut, gone = {}, {}, {}, {}
 
 -- read_run reads p's leased run: one SMEMBERS and one HMGET per id, sorted by order_key, a string
