@@ -87,7 +87,7 @@ func (e *Engine) learnEvents(ctx context.Context) {
 		}
 		return
 	}
-	e.argBaseV.Store(argBase(e.keys.base, n))
+	e.setArgBase(argBase(e.keys.base, n))
 }
 
 // MaxEventsRead is the most events one Events call returns.

@@ -127,10 +127,17 @@ local function task_end(id, kt, s, v, e, qkeep, now)
 end
 
 -- flow_release makes waiting step id (record kt) a pending task of its partition, as if published
--- now: a new sequence number, available after its delay or at its At.
+-- now: a new sequence number, available after its delay or at its At, at its priority unless its
+-- partition is at the cap of priorities (MAX_LEVELS).
 local function flow_release(id, kt, now)
   local f = redis.call('HMGET', kt, 'p', 'r', 'y', 't')
   local p, level = f[1], f[2] or '0'
+  if level ~= '0' and not redis.call('ZSCORE', k_levels(p), level) and redis.call('ZCARD', k_levels(p)) >= MAX_LEVELS then
+    -- The partition has the most priorities it may (no publish can add one): the step joins the
+    -- nearest one below its own, or 0.
+    level = redis.call('ZREVRANGEBYSCORE', k_levels(p), level, '-inf', 'LIMIT', '0', '1')[1] or '0'
+    if level == '0' then redis.call('HDEL', kt, 'r') else redis.call('HSET', kt, 'r', level) end
+  end
   local t = now + (tonumber(f[3]) or 0)
   local at = tonumber(f[4]) or 0
   if at > t then t = at end
