@@ -19,7 +19,7 @@ import (
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/engine"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -55,7 +55,7 @@ func fastRetries() backoff.BackOff { return backoff.NewConstantBackOff(10 * time
 // outside Retry) and the second, which succeeds. The time and duration are left out here only so
 // that the output is the same on every run.
 func ExampleLogging() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	q := exampleQueue(client, "emails", srq.QueueConfig{})
@@ -95,7 +95,7 @@ func ExampleLogging() {
 // Bound each attempt's handler time: a handler that honours its context gives up after the
 // timeout, and Retry (outside Timeout) tries the task again.
 func ExampleTimeout() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	q := exampleQueue(client, "reports", srq.QueueConfig{})
 	if _, err := q.Publish(context.Background(), "monthly", nil); err != nil {
@@ -130,7 +130,7 @@ var errMalformed = errors.New("malformed address")
 // Retry a flaky task with backoff until it succeeds, and send a task whose error is not worth
 // retrying to the dead letters at once.
 func ExampleRetry() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	q := exampleQueue(client, "emails", srq.QueueConfig{})
@@ -184,7 +184,7 @@ func ExampleRetry() {
 // Let at most one task of the queue run per hour: of two ready tasks, one runs and the other is
 // snoozed until the limit allows it, without using an attempt.
 func ExampleRateLimit() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	q := exampleQueue(client, "exports", srq.QueueConfig{})
@@ -232,7 +232,7 @@ func ExampleRateLimit() {
 // Trace a task from its publish to its handler: the consumer span continues the trace of the
 // producer span, through the trace context the task's headers carry.
 func ExampleTracing() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	spans := tracetest.NewSpanRecorder()
@@ -268,7 +268,7 @@ func ExampleTracing() {
 // Count deliveries and their outcomes with OpenTelemetry metrics; a manual reader stands in for
 // an exporter here.
 func ExampleMetrics() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()

@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 )
 
 // Work is the payload of every task in this example: a user's event, or a plain job.
@@ -34,7 +34,7 @@ type Work struct {
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, where, stop, err := exampleredis.Connect()
+	client, where, stop, err := devredis.Connect()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,6 +50,8 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	if err != nil {
 		return err
 	}
+	// The example's queue goes when it ends: on a real Redis it would otherwise stay registered.
+	defer srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
 
 	// Each user's events go to the user's ordered partition; plain jobs to the base partition.
 	var msgs []srq.Message[Work]

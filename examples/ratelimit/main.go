@@ -23,7 +23,7 @@ import (
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/engine"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -77,7 +77,7 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, where, stop, err := exampleredis.Connect()
+	client, where, stop, err := devredis.Connect()
 	if err != nil {
 		return err
 	}
@@ -88,6 +88,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The example's queue goes when it ends: on a real Redis it would otherwise stay registered.
+	defer srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
 	customers := []string{"acme", "globex", "initech"}
 	var msgs []srq.Message[Call]
 	for seq := 1; seq <= 6; seq++ {

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -34,7 +34,7 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, where, stop, err := exampleredis.Connect()
+	client, where, stop, err := devredis.Connect()
 	if err != nil {
 		return err
 	}
@@ -50,10 +50,21 @@ func run() error {
 	otelCfg := middleware.OTelConfig{TracerProvider: tp, Propagator: propagation.TraceContext{}}
 
 	suffix := fmt.Sprint(time.Now().UnixNano())
+	var cleanups []string
 	newQueue := func(name string) (*srq.Queue[string], error) {
-		return srq.NewQueue[string](client, srq.QueueConfig{Name: name + "-" + suffix,
+		q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: name + "-" + suffix,
 			PublishMiddleware: []srq.PublishMiddleware{middleware.TracingPublish(otelCfg)}})
+		if err == nil {
+			// The example's queues go when it ends: on a real Redis they would otherwise stay registered.
+			cleanups = append(cleanups, q.Name())
+		}
+		return q, err
 	}
+	defer func() {
+		for _, name := range cleanups {
+			_, _ = srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+		}
+	}()
 	orders, err := newQueue("orders")
 	if err != nil {
 		return err
