@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/devredis"
+	"github.com/srqueue/srq/inspect"
 )
 
 // A task that can never succeed as it is goes to the dead letters at once instead of using up its

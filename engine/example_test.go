@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/devredis"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
 )
 

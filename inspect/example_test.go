@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/devredis"
+	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/partition"
 )
 

@@ -18,8 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/devredis"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/middleware"
 )
 

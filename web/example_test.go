@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/devredis"
+	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/web"
 )
 

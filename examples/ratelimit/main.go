@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/devredis"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/middleware"
 )
 
