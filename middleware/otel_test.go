@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -24,6 +25,7 @@ import (
 )
 
 type otelKit struct {
+	client *redis.Client
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
 	cfg    middleware.OTelConfig
@@ -31,7 +33,7 @@ type otelKit struct {
 }
 
 func newOTelKit(t *testing.T) *otelKit {
-	k := &otelKit{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	k := &otelKit{client: redistest.Client(t), spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	k.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(k.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(k.reader))
 	t.Cleanup(func() { _ = k.tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
@@ -46,7 +48,7 @@ func (k *otelKit) queue(t *testing.T, name string) *srq.Queue[string] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := srq.NewQueue[string](redistest.Client(t), srq.QueueConfig{Name: name,
+	q, err := srq.NewQueue[string](k.client, srq.QueueConfig{Name: name,
 		PublishMiddleware: []srq.PublishMiddleware{middleware.TracingPublish(k.cfg), pubMetrics}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,8 @@ import (
 
 // TracingPublish starts a producer span for every publish ("send <queue>") and injects its
 // context into every message's headers, so the consumer span continues the trace. A publish made
-// inside a handler is a child of the handler's span: workflows show as one trace.
+// inside a handler is a child of the handler's span: workflows show as one trace. It does not
+// fail: it returns what the publish returned.
 func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
 	tracer, prop := cfg.tracer(), cfg.propagator()
 	return func(next srq.PublishFunc) srq.PublishFunc {
