@@ -23,7 +23,6 @@ import (
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/devredis"
-	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -123,7 +122,7 @@ func run() error {
 	})
 	// Our own limit, slightly under the API's: 2 per 350ms per customer. Tasks over it are
 	// snoozed for exactly the time until the next slot, without using an attempt.
-	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 2, Per: 350 * time.Millisecond, Burst: 2}})
+	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: middleware.Rate{Limit: 2, Per: 350 * time.Millisecond, Burst: 2}})
 	if err != nil {
 		return err
 	}
