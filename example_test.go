@@ -100,8 +100,8 @@ func ExampleRejectWithDelay() {
 	}
 	fmt.Println(results[0])
 	fmt.Println(results[1])
-	page, _ := q.Engine().DeadLetters(ctx, 0, 10)
-	fmt.Println("dead letter:", page.Letters[0].ID, "-", page.Letters[0].LastError)
+	page, _ := q.DeadLetters(ctx, srq.DeadQuery{Limit: 10})
+	fmt.Println("dead letter:", page.Letters[0].ID, "-", page.Letters[0].Error)
 	// Output:
 	// broken: dead-lettered
 	// flaky: done on attempt 2
@@ -125,7 +125,7 @@ func ExampleQueue_PublishBatch() {
 	for i := range batch {
 		fmt.Printf("%s: first duplicate=%v, again duplicate=%v\n", first[i].ID, first[i].Duplicate, again[i].Duplicate)
 	}
-	st, _ := q.Engine().Stats(ctx)
+	st, _ := q.Stats(ctx)
 	fmt.Println("pending:", st.Pending)
 	// Output:
 	// ann-1: first duplicate=false, again duplicate=true

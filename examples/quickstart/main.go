@@ -108,7 +108,7 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 
 	// Wait until nothing is pending or leased, then stop the worker gracefully.
 	for {
-		st, err := q.Engine().Stats(ctx)
+		st, err := q.Stats(ctx)
 		if err != nil {
 			return err
 		}
@@ -138,24 +138,17 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	sort.Strings(jobs)
 	fmt.Println("plain jobs done:", strings.Join(jobs, ", "))
 	fmt.Println("retried:", strings.Join(retries, ", "))
-	page, err := q.Engine().DeadLetters(ctx, 0, 10)
+	page, err := q.DeadLetters(ctx, srq.DeadQuery{Limit: 10})
 	if err != nil {
 		return err
 	}
 	for _, d := range page.Letters {
-		fmt.Printf("dead letter: %s after %d attempts: %s\n", d.ID, d.Attempts, d.LastError)
+		fmt.Printf("dead letter: %s after %d attempts: %s\n", d.ID, d.Attempts, d.Error)
 	}
-	st, err := q.Engine().Stats(ctx)
+	st, err := q.Stats(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("summary: %d published, %d acked, %d dead-lettered\n", st.Published, st.Acked, st.DeadLettered)
-
-	// Clean up on a real server: purge the dead letter and the queue's counters. The queue's entry
-	// in the registry hash (srq:queues, which `srq queues` lists) and its consumers set stay.
-	if _, err := q.Engine().PurgeAll(ctx); err != nil {
-		return err
-	}
-	k := q.Engine().Keys()
-	return client.Del(ctx, k.Stats(), k.Seq(), k.Wake(), k.Dedup()).Err()
+	return nil
 }
