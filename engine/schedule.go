@@ -61,25 +61,17 @@ var (
 	scriptScheduleList = mustScript("schedule_list")
 )
 
-// ScheduleTiming says when a schedule ticks, and what a firing does with the ticks it missed.
+// ScheduleTiming says when a schedule ticks, and what a firing does with the ticks it missed
+// (srq.ScheduleOpts documents each field for users).
 type ScheduleTiming struct {
-	// Cron is a cron expression: five fields (minute, hour, day of month, month, day of week), six
-	// with seconds first, or a descriptor such as @hourly; "@every d" means Every d. Not with Every.
-	Cron string
-	// TimeZone is the IANA name of the zone Cron is read in. Default UTC.
-	TimeZone string
-	// Every ticks at the multiples of this interval since the Unix epoch: time.Hour on the hour.
-	// At least MinScheduleEvery. Not with Cron.
-	Every time.Duration
-	// Jitter delays each tick's task by up to this much, the same for every scheduler (a hash of
-	// the name and the tick), to spread the load of schedules that tick together.
-	Jitter time.Duration
-	// CatchUp is how many missed ticks a firing publishes, the latest ones, oldest first: 0 skips
-	// every missed tick. At most MaxCatchUp.
-	CatchUp int
-	// Grace is how late a tick may be fired and still be on time; a tick older than that when a
-	// scheduler gets to it is missed. Default DefaultScheduleGrace; at least MinScheduleGrace.
-	Grace time.Duration
+	Cron     string // a cron expression, seconds optional, or a descriptor; "@every d" is Every d
+	TimeZone string // the IANA zone Cron is read in; "" is UTC
+	// Every is an interval; ticks are its multiples since the Unix epoch. At least
+	// MinScheduleEvery; not with Cron.
+	Every   time.Duration
+	Jitter  time.Duration // each tick's task is delayed by a hash of the name and tick, in [0, Jitter)
+	CatchUp int           // the most missed ticks a firing publishes (the latest); 0 skips them
+	Grace   time.Duration // how old a tick may be and still be on time; 0 is DefaultScheduleGrace
 }
 
 // ScheduleDef is a schedule: when it ticks, and what each tick publishes.
