@@ -16,9 +16,10 @@ import (
 
 // SchedulerConfig configures a Scheduler. Zero values mean the documented defaults.
 type SchedulerConfig struct {
-	// Queues names the queues whose schedules the scheduler fires. Default: every queue registered
-	// under Prefix (a queue registers when it first publishes, is scheduled, or a worker starts on
-	// it), looked up again every QueuesRefresh.
+	// Queues names the queues whose schedules the scheduler fires; one not registered yet (no
+	// schedule, publish or worker so far) is looked up again on every pass until it is. Default:
+	// every queue registered under Prefix (a queue registers when it first publishes, is
+	// scheduled, or a worker starts on it), looked up again every QueuesRefresh.
 	Queues []string
 	// Prefix starts the queues' Redis keys. Default "srq".
 	Prefix string
@@ -27,7 +28,7 @@ type SchedulerConfig struct {
 	// it sees a schedule created or changed meanwhile. Default 1s.
 	PollInterval time.Duration
 	// QueuesRefresh is how often the queues and their shard counts are looked up again.
-	// Default 1 minute.
+	// Default 10s.
 	QueuesRefresh time.Duration
 	// Logger receives what the scheduler does: each tick published (Debug), ticks missed (Warn),
 	// errors (Error). Default slog.Default().
@@ -48,6 +49,7 @@ type Scheduler struct {
 
 	refreshed time.Time
 	engines   []queueEngines
+	missing   bool // a queue of cfg.Queues is not registered yet
 }
 
 // queueEngines is a queue's shard engines.
@@ -65,7 +67,7 @@ func NewScheduler(client redis.UniversalClient, cfg SchedulerConfig) (*Scheduler
 	}
 	cfg.Prefix = cmp.Or(cfg.Prefix, engine.DefaultPrefix)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
-	cfg.QueuesRefresh = cmp.Or(cfg.QueuesRefresh, time.Minute)
+	cfg.QueuesRefresh = cmp.Or(cfg.QueuesRefresh, 10*time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.PollInterval < 0 || cfg.QueuesRefresh < 0 {
 		return nil, fmt.Errorf("%w: negative PollInterval or QueuesRefresh", ErrInvalid)
@@ -105,7 +107,7 @@ func (s *Scheduler) Fire(ctx context.Context) ([]FiredTick, error) {
 
 // fire is one pass over the queues: it returns how long until the next known tick.
 func (s *Scheduler) fire(ctx context.Context) (time.Duration, []engine.FiredTick, error) {
-	if s.engines == nil || time.Since(s.refreshed) >= s.cfg.QueuesRefresh {
+	if s.engines == nil || s.missing || time.Since(s.refreshed) >= s.cfg.QueuesRefresh {
 		if err := s.refresh(ctx); err != nil {
 			return s.cfg.PollInterval, nil, err
 		}
@@ -126,6 +128,7 @@ func (s *Scheduler) fire(ctx context.Context) (time.Duration, []engine.FiredTick
 func (s *Scheduler) refresh(ctx context.Context) error {
 	var names []string
 	counts := map[string]int{}
+	missing := false
 	if len(s.cfg.Queues) == 0 {
 		qs, err := engine.Queues(ctx, s.client, s.cfg.Prefix)
 		if err != nil {
@@ -143,7 +146,8 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 		for _, name := range s.cfg.Queues {
 			n, err := engine.QueueShards(ctx, s.client, s.cfg.Prefix, name)
 			if errors.Is(err, engine.ErrQueueNotFound) {
-				continue // nothing was ever scheduled on it: Schedule registers the queue
+				missing = true // nothing was scheduled on it yet: Schedule registers the queue
+				continue
 			}
 			if err != nil {
 				return err
@@ -164,7 +168,7 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 		}
 		engines = append(engines, q)
 	}
-	s.engines, s.refreshed = engines, time.Now()
+	s.engines, s.refreshed, s.missing = engines, time.Now(), missing
 	return nil
 }
 
