@@ -27,10 +27,24 @@ var (
 	// an attempt, whatever error the handler returns then; only nil (acked) and Permanent
 	// (dead-lettered) are applied as usual.
 	ErrShutdown = errors.New("srq: worker shut down")
+	// ErrReplyLost is wrapped by the error of a call whose reply was lost (a read timeout, a
+	// broken connection): it was sent and may have run, whole or not at all. srq never sends such
+	// a call again by itself, nor lets go-redis do so, since a second run would answer for itself
+	// as if the first had not happened; publish again with the same ids to find out (duplicates
+	// are reported).
+	ErrReplyLost = engine.ErrReplyLost
+	// ErrTooManyPriorities is wrapped by the error of a publish that would give a partition
+	// pending tasks at more than MaxPriorityLevels priorities other than 0: nothing of the batch
+	// is written. It matches ErrInvalid too.
+	ErrTooManyPriorities = engine.ErrTooManyPriorities
 	// ErrRunning is returned by Worker.Run and RunOnce when the worker is running already: a
 	// Worker runs one Run or RunOnce at a time.
 	ErrRunning = errors.New("srq: worker is already running")
 )
+
+// MaxPriorityLevels is the most priorities other than 0 a partition may have tasks pending at: a
+// bound on the work of every call that touches the partition.
+const MaxPriorityLevels = engine.MaxPriorityLevels
 
 // The errors of a Queue or Worker used without its constructor: the zero values have no engines
 // to talk to, and fail instead of panicking on a nil field.

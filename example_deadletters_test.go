@@ -46,7 +46,7 @@ func ExamplePermanent() {
 	st := must(in.Stats(ctx, "invoices"))
 	fmt.Println("acked:", st.Acked, "dead:", st.Dead)
 	// Output:
-	// dead: inv-2 - srq: permanent failure: unknown currency
+	// dead: inv-2 - unknown currency
 	// requeued: 1
 	// acked: 2 dead: 0
 }

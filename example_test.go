@@ -105,7 +105,7 @@ func ExampleRejectWithDelay() {
 	// Output:
 	// broken: dead-lettered
 	// flaky: done on attempt 2
-	// dead letter: broken - srq: permanent failure: malformed input
+	// dead letter: broken - malformed input
 }
 
 // Publishing is idempotent by id: a task whose id is still pending, leased or dead is reported as a

@@ -521,6 +521,12 @@ func (p *pool) settle(j *job, err error) afterSettle {
 	r := engine.Rejection{Receipt: j.d.Receipt(), Reason: err.Error()}
 	switch {
 	case errors.As(err, &perm):
+		// The dead letter keeps the handler's reason, as PermanentError says, not the wrapper's
+		// words: Permanent(errors.New("permanent failure")) would read twice so.
+		r.Reason = "permanent failure"
+		if perm.Err != nil {
+			r.Reason = perm.Err.Error()
+		}
 		var errs []error
 		kerr := p.settleCall(context.WithoutCancel(j.ctx), func(ctx context.Context) (err error) {
 			errs, err = j.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})

@@ -40,7 +40,7 @@ func newShardSet(client redis.UniversalClient, cfg QueueConfig) (*shardSet, erro
 			Queue: engine.ShardQueue(cfg.Name, n, i), Prefix: cfg.Prefix, DedupWindow: cfg.DedupWindow,
 			DeadLetterMaxCount: cfg.DeadLetterMaxCount, DeadLetterMaxAge: cfg.DeadLetterMaxAge,
 			CrashIsNotAttempt: cfg.CrashIsNotAttempt, MaxPayloadBytes: cfg.MaxPayloadBytes,
-			ResultRetention: cfg.ResultRetention, MaxResultBytes: cfg.MaxResultBytes,
+			ResultRetention: cfg.ResultRetention, MaxResultBytes: cfg.MaxResultBytes, Events: cfg.Events,
 		})
 		if err != nil {
 			return nil, err
@@ -64,6 +64,11 @@ func (s *shardSet) register(ctx context.Context) error {
 	}
 	if err := engine.RegisterQueue(ctx, s.client, s.prefix, s.name, len(s.engines)); err != nil {
 		return err
+	}
+	for _, eng := range s.engines {
+		if err := eng.AnnounceEvents(ctx); err != nil {
+			return err
+		}
 	}
 	s.registered.Store(true)
 	return nil

@@ -93,7 +93,9 @@ func parseDeadLetter(v any) (DeadLetter, error) {
 
 // Requeue moves dead letters back to pending as if newly published: behind the work already
 // pending in their partition, available now, attempts reset; the last error stays on the record.
-// It returns one error per id: nil, ErrNotFound or ErrNotDead. It fails with ErrInvalid for an
+// It returns one error per id: nil, ErrNotFound, ErrNotDead, or ErrTooManyPriorities when the
+// letter's partition has pending tasks at MaxPriorityLevels priorities other than 0 and the
+// letter's priority is another one (it stays dead). It fails with ErrInvalid for an
 // invalid id, before anything is sent, and with the context's or Redis's error, after which the
 // dead letters may or may not have been moved.
 func (e *Engine) Requeue(ctx context.Context, ids []string) ([]error, error) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +28,10 @@ const (
 	MaxHeaderBytes = 64 << 10 // bytes of a task's encoded headers
 	MinPriority    = -1 << 31
 	MaxPriority    = 1<<31 - 1
+	// MaxPriorityLevels is the most priorities other than 0 that the pending tasks of one partition
+	// may have: a fetch or an ack looks at the head of each, so it bounds what they cost. Publish
+	// refuses a batch that would pass it, and Requeue a dead letter (docs/data-model.md, section 12).
+	MaxPriorityLevels = 16
 	// MaxDelay is the longest delay of a publish or reject.
 	MaxDelay = 100 * 365 * 24 * time.Hour
 	// MaxFetch is the most tasks one Fetch, FetchWait or AckFetch may ask for: a script holds
@@ -71,6 +76,10 @@ type Config struct {
 	ResultRetention time.Duration
 	// MaxResultBytes is the largest result Ack accepts. Default 1 MiB.
 	MaxResultBytes int
+	// Events keeps an event stream of the queue of about this many entries (Events), written in
+	// the same script call as each change it reports. Default 0: none. Each event costs its call
+	// an XADD.
+	Events int
 	// MaxMerge is the most concurrent calls the engine merges into one script call: Ack, Fetch,
 	// FetchNext, FetchWait's fetches and AckFetch into one, Publish calls into another. Above 1,
 	// at most two calls of each kind are in flight; calls that arrive meanwhile wait and then go
@@ -81,14 +90,15 @@ type Config struct {
 }
 
 // Engine runs one queue's scripts over a go-redis client (single node, Sentinel or Cluster). It is
-// safe for concurrent use.
+// safe for concurrent use. A call that changes the queue is sent at most once: when its reply is
+// lost, it fails with an error wrapping ErrReplyLost (it may have run) rather than being sent again.
 type Engine struct {
-	client     redis.UniversalClient
-	cfg        Config
-	keys       Keys
-	scriptKeys []string
-	calls      merger // Ack, Fetch and AckFetch calls, merged (merge.go)
-	pubs       merger // Publish calls, merged
+	client  redis.UniversalClient
+	cfg     Config
+	keys    Keys
+	keyArgs []any  // keys.ScriptKeys(), as command arguments
+	calls   merger // Ack, Fetch and AckFetch calls, merged (merge.go)
+	pubs    merger // Publish calls, merged
 	// shortBlockCap bounds a wait under a second in Redis (blockWoken); 0: no bound.
 	shortBlockCap time.Duration
 	// siblings holds the engines of other slots that flow messages and step outcomes go to (at),
@@ -96,7 +106,35 @@ type Engine struct {
 	siblings sync.Map
 	// relayDue is signalled when a call wrote to the flow outbox (RelayDue).
 	relayDue chan struct{}
+	// argBaseV is the first script argument, an *argBaseVal; eventsKnown says whether a sibling
+	// engine (at) has read its queue's event stream cap.
+	argBaseV    atomic.Value
+	eventsKnown atomic.Bool
 }
+
+// argBaseVal is the first argument of every script call: the key base, followed by the event
+// stream's cap when the queue keeps one (argBase), as a string and as the bytes sendOnce writes.
+type argBaseVal struct {
+	s string
+	b []byte
+}
+
+// newEngine returns an engine for the queue whose keys are keys, with cfg filled in already.
+func newEngine(client redis.UniversalClient, cfg Config, keys Keys) *Engine {
+	e := &Engine{client: client, cfg: cfg, keys: keys, shortBlockCap: shortBlockCap(client), relayDue: make(chan struct{}, 1)}
+	for _, k := range keys.ScriptKeys() {
+		e.keyArgs = append(e.keyArgs, k)
+	}
+	e.setArgBase(argBase(keys.Base(), cfg.Events))
+	e.eventsKnown.Store(true)
+	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
+	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
+	return e
+}
+
+func (e *Engine) setArgBase(s string) { e.argBaseV.Store(&argBaseVal{s: s, b: []byte(s)}) }
+
+func (e *Engine) argBase() *argBaseVal { return e.argBaseV.Load().(*argBaseVal) }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
 // with ErrInvalid when the client is nil or the configuration is invalid.
@@ -125,6 +163,8 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 		return nil, invalidf("negative ResultRetention %v", cfg.ResultRetention)
 	case cfg.MaxResultBytes < 0:
 		return nil, invalidf("negative MaxResultBytes %d", cfg.MaxResultBytes)
+	case cfg.Events < 0:
+		return nil, invalidf("negative Events %d", cfg.Events)
 	case cfg.MaxMerge < 0:
 		return nil, invalidf("negative MaxMerge %d", cfg.MaxMerge)
 	case cfg.MaxBlock < time.Millisecond:
@@ -134,11 +174,7 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{client: client, cfg: cfg, keys: keys, scriptKeys: keys.ScriptKeys(),
-		shortBlockCap: shortBlockCap(client), relayDue: make(chan struct{}, 1)}
-	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
-	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
-	return e, nil
+	return newEngine(client, cfg, keys), nil
 }
 
 // Keys returns the names of the queue's keys.

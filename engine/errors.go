@@ -21,10 +21,31 @@ var (
 	// ErrFinished is returned by Cancel for a task that has ended: a dead letter, or a task whose
 	// outcome is kept (a task acked or cancelled whose outcome is not kept is not found).
 	ErrFinished = errors.New("srq: task has finished")
+	// ErrReplyLost is wrapped by the error of a call that was sent to Redis and whose reply did not
+	// come back: the client's read timed out, the connection broke, or the context ended while the
+	// reply was awaited. The call may have run or not; a script runs whole or not at all, so if it
+	// ran, all of it did. srq never sends such a call again, and keeps go-redis from doing so
+	// (scripts.go): run twice, a call would answer for its second run, as if its first had not
+	// happened. Make the call again only when that is what you want, knowing it may repeat:
+	// publish reports a repeated message as a duplicate, ack reports ErrNotFound, reject and kill
+	// ErrStaleToken for a task the first run settled.
+	ErrReplyLost = errors.New("srq: the reply was lost: the call was sent and may have run")
+	// ErrTooManyPriorities is wrapped by the error of a Publish that would give a partition pending
+	// tasks at more than MaxPriorityLevels priorities other than 0 (nothing of the batch is
+	// written), and is the error of a Requeue item that would (the letter stays dead). It matches
+	// ErrInvalid too.
+	ErrTooManyPriorities error = tooManyPriorities{}
 	// ErrQueueNotFound is wrapped by the error for a queue that is not registered (see
 	// RegisterQueue) and has no keys. It matches ErrNotFound too.
 	ErrQueueNotFound error = queueNotFound{}
 )
+
+type tooManyPriorities struct{}
+
+func (tooManyPriorities) Error() string {
+	return fmt.Sprintf("srq: a partition may have pending tasks at %d priorities other than 0 at most", MaxPriorityLevels)
+}
+func (tooManyPriorities) Is(target error) bool { return target == ErrInvalid }
 
 type queueNotFound struct{}
 
@@ -43,6 +64,8 @@ const (
 	codeAborted   = 7
 	codeCancelled = 8
 	codeFinished  = 9
+	codeLevels    = 10 // a publish or requeue would take the partition past MaxPriorityLevels
+	codeRefused   = 11 // a task of a publish batch refused whole (codeLevels)
 )
 
 // codeErrors is the one table that turns script result codes into errors. Codes that mean success
@@ -56,6 +79,7 @@ var codeErrors = map[int64]error{
 	codeDead:      nil,
 	codeCancelled: ErrCancelled,
 	codeFinished:  ErrFinished,
+	codeLevels:    ErrTooManyPriorities,
 }
 
 func codeError(code int64) error {

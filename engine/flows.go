@@ -475,12 +475,10 @@ func (e *Engine) at(base string) *Engine {
 	if v, ok := e.siblings.Load(base); ok {
 		return v.(*Engine)
 	}
-	sib := &Engine{client: e.client, cfg: e.cfg, keys: Keys{base: base}, shortBlockCap: e.shortBlockCap}
-	sib.scriptKeys = sib.keys.ScriptKeys()
-	sib.cfg.Queue = queueOfBase(base)
-	sib.relayDue = make(chan struct{}, 1)
-	sib.calls = merger{send: sib.sendCalls, max: e.cfg.MaxMerge}
-	sib.pubs = merger{send: sib.sendPublishes, max: e.cfg.MaxMerge}
+	cfg := e.cfg
+	cfg.Queue, cfg.Events = queueOfBase(base), 0 // until learnEvents reads the cap its queue announced
+	sib := newEngine(e.client, cfg, Keys{base: base})
+	sib.eventsKnown.Store(false)
 	v, _ := e.siblings.LoadOrStore(base, sib)
 	return v.(*Engine)
 }
@@ -546,7 +544,9 @@ func (e *Engine) Relay(ctx context.Context) (int, error) {
 		}
 		var errs []error
 		for _, base := range order {
-			if _, err := e.at(base).run(ctx, scriptFlowApply, byBase[base]...); err != nil {
+			dest := e.at(base)
+			dest.learnEvents(ctx)
+			if _, err := dest.run(ctx, scriptFlowApply, byBase[base]...); err != nil {
 				errs = append(errs, err)
 				continue
 			}

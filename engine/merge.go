@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/srqueue/srq/partition"
 )
 
 // Concurrent calls of one Engine are merged (group commit): Ack, Fetch, FetchNext, FetchWait's
@@ -364,8 +367,11 @@ func (e *Engine) sendPublishes(ops []*op) {
 	for _, o := range ops {
 		total += o.published()
 	}
-	args := make([]any, 0, 1+publishArgs*total)
-	args = append(args, e.cfg.DedupWindow.Milliseconds())
+	args := make([]any, 0, 2+len(ops)+publishArgs*total)
+	args = append(args, e.cfg.DedupWindow.Milliseconds(), len(ops))
+	for _, o := range ops {
+		args = append(args, o.published()) // each op's messages are a batch, added whole or not at all
+	}
 	for _, o := range ops {
 		args = append(args, o.msgs...)
 	}
@@ -381,8 +387,20 @@ func (e *Engine) sendPublishes(ops []*op) {
 		}
 		o.dups = make([]bool, o.published())
 		for i := range o.dups {
-			o.dups[i] = codes[i] == codeDuplicate
+			switch codes[i] {
+			case codeDuplicate:
+				o.dups[i] = true
+			case codeLevels: // the message that would pass the cap: the batch was refused
+				p, _ := o.msgs[i*publishArgs+1].(string)
+				prio, _ := o.msgs[i*publishArgs+2].(string)
+				o.err = priorityError(i, partition.Key(p), prio)
+			case codeRefused:
+				o.err = cmp.Or(o.err, error(ErrTooManyPriorities))
+			}
 		}
-		codes = codes[len(o.dups):]
+		if o.err != nil {
+			o.dups = nil
+		}
+		codes = codes[o.published():]
 	}
 }

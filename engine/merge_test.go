@@ -303,8 +303,8 @@ func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
 		}
 	}
 	pubs := []*op{
-		{ctx: ctx, msgs: []any{"a", "", "0", int64(0), int64(0), 0, "", []byte("x")}},
-		{ctx: ctx, msgs: []any{"b", "", "0", int64(0), int64(0), 0, "", []byte("y")}},
+		{ctx: ctx, msgs: []any{"a", "", "0", int64(0), int64(0), 0, "", []byte("x"), "", ""}},
+		{ctx: ctx, msgs: []any{"b", "", "0", int64(0), int64(0), 0, "", []byte("y"), "", ""}},
 	}
 	e.sendPublishes(pubs)
 	for i, o := range pubs {

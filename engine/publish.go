@@ -58,12 +58,17 @@ type PublishResult struct {
 // Publish adds msgs in one round trip and reports per message whether it was added or a duplicate.
 // Concurrent Publish calls of the engine are merged into one script call (Config.MaxMerge), their
 // messages in order of arrival. It fails with ErrInvalid, before writing anything, when any
-// message is invalid; with ctx's error when ctx ends before the call is sent, nothing written;
-// and with Redis's or ctx's error during the call, after which the messages may or may not have
-// been added.
+// message is invalid; with an error wrapping ErrTooManyPriorities (which matches ErrInvalid),
+// writing none of msgs, when they would give a partition pending tasks at more than
+// MaxPriorityLevels priorities other than 0; with ctx's error when ctx ends before the call is
+// sent, nothing written; and with Redis's or ctx's error during the call, after which the
+// messages may or may not have been added (ErrReplyLost says the call was sent).
 func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
+	}
+	if err := checkPriorities(msgs); err != nil {
+		return nil, err
 	}
 	out := make([]PublishResult, len(msgs))
 	args := make([]any, 0, publishArgs*len(msgs))
@@ -130,15 +135,52 @@ func outcomeSpec(keep time.Duration, wait bool) string {
 	return strconv.FormatInt(max(keep.Milliseconds(), 1), 10)
 }
 
-// Validate checks msgs as Publish would, without writing anything, so a caller that splits a
-// batch over several engines (shards) can refuse it whole. It fails with ErrInvalid.
+// Validate checks msgs as Publish would before sending them, without writing anything, so a
+// caller that splits a batch over several engines (shards) can refuse it whole. It fails with
+// ErrInvalid, or with an error wrapping ErrTooManyPriorities when msgs alone give a partition more
+// than MaxPriorityLevels priorities other than 0 (whether the partition's pending tasks leave room
+// for theirs, only Publish finds out).
 func (e *Engine) Validate(msgs []Message) error {
 	for i := range msgs {
 		if err := e.validateMessage(&msgs[i]); err != nil {
 			return fmt.Errorf("%w: message %d: %w", ErrInvalid, i, err)
 		}
 	}
+	return checkPriorities(msgs)
+}
+
+// checkPriorities refuses msgs when they alone give one partition more than MaxPriorityLevels
+// priorities other than 0: publish.lua would refuse them, after a round trip.
+func checkPriorities(msgs []Message) error {
+	type level struct {
+		p    partition.Key
+		prio int
+	}
+	var levels map[level]bool
+	var count map[partition.Key]int
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Priority == 0 {
+			continue
+		}
+		if levels == nil {
+			levels, count = map[level]bool{}, map[partition.Key]int{}
+		}
+		if l := (level{m.Partition, m.Priority}); !levels[l] {
+			levels[l] = true
+			if count[m.Partition]++; count[m.Partition] > MaxPriorityLevels {
+				return priorityError(i, m.Partition, strconv.Itoa(m.Priority))
+			}
+		}
+	}
 	return nil
+}
+
+// priorityError is the error for message i, whose priority would take partition p past
+// MaxPriorityLevels.
+func priorityError(i int, p partition.Key, priority string) error {
+	return fmt.Errorf("%w: message %d: its priority %s would give partition %q pending tasks at more than %d priorities other than 0; nothing of the batch was written",
+		ErrTooManyPriorities, i, priority, string(p), MaxPriorityLevels)
 }
 
 // validateMessage checks m and returns a plain error; Publish wraps it with ErrInvalid.

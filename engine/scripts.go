@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -94,22 +96,135 @@ type call struct {
 	args   []any
 }
 
-func (e *Engine) evalArgs(args []any) []any {
-	return append([]any{e.keys.Base()}, args...)
+// readOnly names the scripts that change nothing: their calls go without a sendOnce, so go-redis
+// may send them again after a lost reply, as running them twice does no harm.
+var readOnly = map[string]bool{"dead_list": true, "dead_scan": true, "inflight": true, "overview": true,
+	"partitions": true, "stats": true, "task": true}
+
+// command returns one call of s as a command, by its SHA (EVALSHA) or, with eval, its source
+// (EVAL): the keys, then ARGV, the key base and args. Unless s is read-only, the key base goes as a
+// sendOnce that guards the command, also returned (else nil).
+func (e *Engine) command(ctx context.Context, s *script, eval bool, args []any) (*redis.Cmd, *sendOnce) {
+	out := make([]any, 0, 4+len(e.keyArgs)+len(args))
+	if eval {
+		out = append(out, "eval", s.src)
+	} else {
+		out = append(out, "evalsha", s.sha)
+	}
+	out = append(out, len(e.keyArgs))
+	out = append(out, e.keyArgs...)
+	var g *sendOnce
+	base := e.argBase()
+	if readOnly[s.name] {
+		out = append(out, base.s)
+	} else {
+		g = &sendOnce{base: base.b}
+		out = append(out, g)
+	}
+	cmd := redis.NewCmd(ctx, append(out, args...)...)
+	cmd.SetFirstKeyPos(3) // as go-redis's Eval and EvalSha do, for a cluster client's routing
+	if g != nil {
+		g.cmd = cmd
+	}
+	return cmd, g
+}
+
+// sendOnce stops go-redis from sending again a script call that may have run. go-redis sends a
+// command again after a read timeout or a broken connection (Options.MaxRetries), although the
+// server may have run it; a script run twice answers for its second run (a publish reports its
+// messages as duplicates, an ack ErrNotFound, a reject ErrStaleToken), and its caller would take
+// those answers for the truth. go-redis writes an argument that implements
+// encoding.BinaryMarshaler by calling MarshalBinary each time it writes the command. An error
+// there ends the write midway and the call without a retry (it is neither a timeout nor a Redis
+// error), and go-redis closes the connection, as after any error that is no Redis reply: the
+// server runs only whole commands, so it never runs a command cut short.
+//
+// A call's first write always goes through. A later one goes through only when the command's
+// recorded error says that the server refused the previous write without running it: a cluster
+// redirect (MOVED, ASK) or an error go-redis sends again by design (TRYAGAIN, LOADING, READONLY,
+// MASTERDOWN, CLUSTERDOWN, max clients). go-redis records a command's error between two writes
+// in a cluster client's retries and redirects and in pipelines, but not in the retries of a
+// single client (Client, Sentinel's failover client): there every write after the first is
+// refused, also after an error that left the command unrun, which the caller then sees as
+// ErrReplyLost. A connection that could not be had (pool timeout, dial error) writes nothing and
+// counts for nothing. Once sendOnce refused a write it refuses every later one.
+type sendOnce struct {
+	base    []byte
+	cmd     *redis.Cmd
+	written bool
+	refused bool
+}
+
+// MarshalBinary returns the key base for a write that may go, else errResend.
+func (g *sendOnce) MarshalBinary() ([]byte, error) {
+	if g.written && !g.refused && !notRun(g.cmd.Err()) {
+		g.refused = true
+	}
+	if g.refused {
+		return nil, errResend
+	}
+	g.written = true
+	return g.base, nil
+}
+
+// String is the key base, for hooks that log commands.
+func (g *sendOnce) String() string { return string(g.base) }
+
+// errResend is what MarshalBinary refuses a write with. It must not look like an error go-redis
+// retries (a timeout, or a Redis error such as LOADING): the call ends with it, or, where go-redis
+// recorded the failure after which it would have sent the call again, with that failure.
+var errResend = errors.New("srq: go-redis was about to send the call again")
+
+// lost turns err, the final error of the call g guards, into one wrapping ErrReplyLost when the
+// call was written and no reply was read: the call may have run. An error the server replied with
+// stays as it is.
+func (g *sendOnce) lost(err error) error {
+	var reply redis.Error
+	if err == nil || g == nil || !g.written || errors.As(err, &reply) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrReplyLost, err)
+}
+
+// notRun says whether err is a reply with which Redis refuses a command without running it, and
+// which go-redis answers by sending the command again, to the same node or the one named.
+func notRun(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	for _, prefix := range []string{"MOVED ", "ASK ", "TRYAGAIN ", "LOADING ", "READONLY ", "MASTERDOWN ",
+		"CLUSTERDOWN ", "ERR max number of clients reached"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // run executes one script with EVALSHA and, when the server does not know it (NOSCRIPT), once more
 // with EVAL, which also caches it. EVAL goes where the keys live, like EVALSHA; SCRIPT LOAD would go
-// to every node of a cluster and fail while any one of them is down.
+// to every node of a cluster and fail while any one of them is down. A call of a script that
+// changes the queue fails with an error wrapping ErrReplyLost when it was sent and its reply did
+// not come (sendOnce).
 func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
-	res, err := e.client.EvalSha(ctx, s.sha, e.scriptKeys, e.evalArgs(args)...).Result()
+	res, err := e.send(ctx, s, false, args)
 	if isNoScript(err) {
-		res, err = e.client.Eval(ctx, s.src, e.scriptKeys, e.evalArgs(args)...).Result()
+		res, err = e.send(ctx, s, true, args) // a new command, with a sendOnce of its own
 	}
 	if err != nil {
 		return nil, fmt.Errorf("srq: %s: %w", s.name, err)
 	}
 	return res, nil
+}
+
+// send sends one call of s, by its SHA or (eval) its source.
+func (e *Engine) send(ctx context.Context, s *script, eval bool, args []any) (any, error) {
+	cmd, g := e.command(ctx, s, eval, args)
+	_ = e.client.Process(ctx, cmd) // its error is cmd's
+	res, err := cmd.Result()
+	return res, g.lost(err)
 }
 
 // runPipelined executes several scripts in one round trip. A call that failed with NOSCRIPT did
@@ -119,18 +234,14 @@ func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
 //lint:ignore U1000 kept for sharded queues; see call.
 func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) {
 	cmds := make([]*redis.Cmd, len(calls))
+	guards := make([]*sendOnce, len(calls))
 	send := func(idx []int, eval bool) {
-		// Pipeline errors are per command; Exec's own error repeats the first of them.
-		_, _ = e.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range idx {
-				if eval {
-					cmds[i] = p.Eval(ctx, calls[i].script.src, e.scriptKeys, e.evalArgs(calls[i].args)...)
-				} else {
-					cmds[i] = p.EvalSha(ctx, calls[i].script.sha, e.scriptKeys, e.evalArgs(calls[i].args)...)
-				}
-			}
-			return nil
-		})
+		p := e.client.Pipeline()
+		for _, i := range idx {
+			cmds[i], guards[i] = e.command(ctx, calls[i].script, eval, calls[i].args)
+			_ = p.Process(ctx, cmds[i]) // queues it
+		}
+		_, _ = p.Exec(ctx) // pipeline errors are per command
 	}
 	all := make([]int, len(calls))
 	for i := range all {
@@ -152,7 +263,7 @@ func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) 
 	var first error
 	for i, cmd := range cmds {
 		res, err := cmd.Result()
-		if err != nil && first == nil {
+		if err = guards[i].lost(err); err != nil && first == nil {
 			first = fmt.Errorf("srq: %s: %w", calls[i].script.name, err)
 		}
 		out[i] = res

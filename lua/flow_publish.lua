@@ -92,6 +92,7 @@ end
 local function started()
   redis.call('ZADD', K_FLOWS, now_s, fid)
   stat('flows_started', 1)
+  emit('flow_started', fid)
 end
 
 local res = OK

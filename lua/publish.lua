@@ -1,14 +1,21 @@
 -- publish.lua: adds a batch of tasks; an id that still exists (pending, leased or dead), or that was
 -- acked within the dedup window, is a duplicate and changes nothing.
 --
+-- The tasks come in batches, one per caller of a merged call (engine/merge.go), each added whole or
+-- not at all: a batch that would give a partition more than MAX_LEVELS non-zero priorities pending
+-- is refused, and the batches after it are looked at as if it had not been sent.
+--
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
--- ARGV[3…] 10 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
+-- ARGV[3]  b, the number of batches
+-- ARGV[4…3+b] the number of tasks in each batch, in order
+-- ARGV[4+b…] 10 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
 --          (0: unlimited), headers (encoded; may be empty), payload, how its end is recorded ('' for
 --          not: else the retention ms of its outcome, followed by 'w' when a caller may wait for it;
 --          includes/outcome.lua), and '1' when its death holds its ordered partition ('' if not)
--- Returns: one code per task: OK (added) or DUPLICATE.
+-- Returns: one code per task: OK (added) or DUPLICATE; for a refused batch, LEVELS for the task
+--          that would pass the cap and REFUSED for its other tasks.
 --
 -- Helpers that only a publish with priorities, a delay to an empty partition, controls or a dedup
 -- window calls are made at their first use (lua/cold.go): a single publish runs 4 % fewer
@@ -21,22 +28,80 @@
 local now = now_ms()
 local now_s = int(now)
 local window = tonumber(ARGV[2])
+local batches = tonumber(ARGV[3])
+local TASK = 10 -- values per task
+local first_task = 4 + batches
 local res, parts, seen, levels_seen = {}, {}, {}, {}
-local added, available, first = 0, {}, {}
-seq_reserve((#ARGV - 2) / 10)
+local added, dups, available, first = 0, 0, {}, {}
+seq_reserve((#ARGV - first_task + 1) / TASK)
 local pend_adds, pend_keys = {}, {}
 local NO_FIELDS = {} -- unpacks to nothing: the optional fields of a task that has none
 
-for i = 3, #ARGV, 10 do
+-- exists says whether task id exists (pending, leased or dead) or was acked within the window.
+local function exists(id)
+  if redis.call('EXISTS', k_task(id)) == 1 then return true end
+  if window == 0 then return false end
+  local acked = tonumber(redis.call('ZSCORE', K_DEDUP, id))
+  return acked ~= nil and acked > now - window
+end
+
+-- refusals returns, by the ARGV index of their id, the codes of the tasks of the batches that would
+-- give a partition more than MAX_LEVELS non-zero priorities pending. A task adds its priority to
+-- its partition's levels unless it is 0, a duplicate (of a task that exists, or of a task of an
+-- earlier batch not refused) or a level the partition has (in r:<p>, or from an earlier batch).
+-- Cost: nothing unless a task has a priority; else for each such task 1–2 calls (exists), and per
+-- (partition, level) of such tasks a ZSCORE r:<p>, per partition a ZCARD r:<p>.
+local function refusals()
+  local any = false
+  for i = first_task + 2, #ARGV, TASK do
+    if ARGV[i] ~= '0' then any = true; break end
+  end
+  local out = {}
+  if not any then return out end
+  -- What the batches not refused add: ids; 'level:p' -> whether p has the level; p -> its count.
+  local ids, has, count = {}, {}, {}
+  local at = first_task
+  for b = 1, batches do
+    local last = at + TASK * (tonumber(ARGV[3 + b]) - 1)
+    local new_ids, new_has, more, over = {}, {}, {}, nil
+    for i = at, last, TASK do
+      local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+      if not ids[id] and not new_ids[id] then
+        new_ids[id] = true
+        if level ~= '0' and not exists(id) then
+          local pl = level .. ':' .. p
+          if has[pl] == nil then has[pl] = redis.call('ZSCORE', k_levels(p), level) ~= false end
+          if not has[pl] and not new_has[pl] then
+            new_has[pl] = true
+            count[p] = count[p] or redis.call('ZCARD', k_levels(p))
+            more[p] = (more[p] or 0) + 1
+            if count[p] + more[p] > MAX_LEVELS then over = i; break end
+          end
+        end
+      end
+    end
+    if over then
+      for i = at, last, TASK do out[i] = REFUSED end
+      out[over] = LEVELS
+    else
+      for id in pairs(new_ids) do ids[id] = true end
+      for pl in pairs(new_has) do has[pl] = true end
+      for p, n in pairs(more) do count[p] = count[p] + n end
+    end
+    at = last + TASK
+  end
+  return out
+end
+local refused = refusals()
+
+for i = first_task, #ARGV, TASK do
   local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local kt = k_task(id)
-  local dup = redis.call('EXISTS', kt) == 1
-  if not dup and window > 0 then
-    local acked = tonumber(redis.call('ZSCORE', K_DEDUP, id))
-    dup = acked ~= nil and acked > now - window
-  end
-  if dup then
+  if refused[i] then
+    res[#res + 1] = refused[i]
+  elseif exists(id) then
     res[#res + 1] = DUPLICATE
+    dups = dups + 1
   else
     local t, t_s = tonumber(ARGV[i + 4]), ARGV[i + 4]
     if t <= 0 then
@@ -75,6 +140,7 @@ for i = 3, #ARGV, 10 do
     depth_add(p, 1)
     head_lower(p, t)
     added = added + 1
+    emit('published', id, 'p', p)
     res[#res + 1] = OK
   end
 end
@@ -123,6 +189,6 @@ wakes = math.max(wakes, ready_now)
 if window > 0 then prune_dedup(now, window, 100) end
 stat('pending', added)
 stat('published', added)
-stat('duplicates', #res - added)
+stat('duplicates', dups)
 finish()
 return res

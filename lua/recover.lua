@@ -51,6 +51,7 @@ local function give_back(id, p)
   else
     back(id, kt, p, now, 0)
     returned = returned + 1
+    emit('recovered', id)
   end
 end
 

@@ -25,40 +25,58 @@ local maxcount, maxage = tonumber(ARGV[2]), tonumber(ARGV[3])
 local res, parts, seen = {}, {}, {}
 local rejected = 0
 
--- order_key is what orders a task in its partition: priority desc, available-at asc, sequence asc.
-local function order_key(kt)
-  local f = redis.call('HMGET', kt, 'r', 't', 's')
-  return -(tonumber(f[1]) or 0), tonumber(f[2]), f[3]
-end
-
-local function later(a1, a2, a3, b1, b2, b3)
-  if a1 ~= b1 then return a1 > b1 end
-  if a2 ~= b2 then return a2 > b2 end
-  return a3 > b3
-end
-
 -- took maps the ids take_back_later returned in this call to the token their lease had: a later
 -- item of the same call that names one of them with that token finds it pending already.
 local took = {}
 
--- take_back_later returns the leased tasks of ordered partition p that come after task id.
-local function take_back_later(id, kt, p, now)
-  local r1, r2, r3 = order_key(kt)
-  local n = 0
+-- The leased run of each ordered partition this call rejects from, read once per call: run[p] lists
+-- the ids of l:<p> in the partition's order, at[p][id] is an id's place in it, and cut[p] is the
+-- place from which on none of them is leased any more (all taken back or settled by this call).
+-- gone[id] marks the ids this call unleased. A reject of a run's task takes back the leased ids
+-- between its place and the cut, and moves the cut to its place: each id is taken back at most
+-- once, so a call costs the same whatever the order of its items (reading l:<p> again for each
+-- item would cost the square of the run when the items come last task first).
+local run, at, cut, gone = {}, {}, {}, {}
+
+-- read_run reads p's leased run: one SMEMBERS and one HMGET per id, sorted by order_key, a string
+-- whose byte order is the partition's order: priority desc, available-at asc, sequence asc.
+local function order_key(kt)
+  local f = redis.call('HMGET', kt, 'r', 't', 's')
+  return string.format('%010d%015d', 2147483647 - (tonumber(f[1]) or 0), tonumber(f[2]) or 0) .. (f[3] or '')
+end
+
+local function read_run(p)
   local held = redis.call('SMEMBERS', k_held(p))
-  for i = 1, #held do
-    local other = k_task(held[i])
-    local o1, o2, o3 = order_key(other)
-    if later(o1, o2, o3, r1, r2, r3) then
+  local keyed, ids, place = {}, {}, {}
+  for i = 1, #held do keyed[i] = order_key(k_task(held[i])) .. '\0' .. held[i] end
+  table.sort(keyed)
+  for i = 1, #keyed do
+    local id = string.sub(keyed[i], string.find(keyed[i], '\0', 1, true) + 1)
+    ids[i] = id
+    place[id] = i
+  end
+  run[p], at[p], cut[p] = ids, place, #ids + 1
+end
+
+-- take_back_later returns the leased tasks of ordered partition p that come after task id, whose
+-- own reject sent it back.
+local function take_back_later(id, p, now)
+  local i, ids, n = at[p][id], run[p], 0
+  if not i or i >= cut[p] then return 0 end
+  for j = i + 1, cut[p] - 1 do
+    local other = ids[j]
+    if not gone[other] then
       -- Its delivery never ran: its attempts field, which counts ended deliveries, stays.
-      local lease = redis.call('HGET', K_LEASES, held[i])
-      local token = lease and lease_token(lease)
-      unlease(held[i], other, p)
-      back(held[i], other, p, now, 0)
-      took[held[i]] = token
+      local kt = k_task(other)
+      local lease = redis.call('HGET', K_LEASES, other)
+      unlease(other, kt, p)
+      back(other, kt, p, now, 0)
+      took[other] = lease and lease_token(lease)
+      gone[other] = true
       n = n + 1
     end
   end
+  cut[p] = i
   return n
 end
 
@@ -103,6 +121,10 @@ for i = 4, #ARGV, 5 do
   else
     local p = f[1]
     local attempts, max = tonumber(f[2]) or 0, tonumber(f[3]) or 0 -- deliveries ended before this one
+    if is_ordered(p) then
+      if not run[p] then read_run(p) end -- before unlease takes id out of l:<p>
+      gone[id] = true
+    end
     unlease(id, kt, p)
     if counts ~= '0' then
       attempts = attempts + 1
@@ -115,8 +137,9 @@ for i = 4, #ARGV, 5 do
     else
       back(id, kt, p, now, delay)
       rejected = rejected + 1
+      emit('retried', id, 'e', reason, 'd', int(delay))
       res[#res + 1] = OK
-      if is_ordered(p) then stat('taken_back', take_back_later(id, kt, p, now)) end
+      if is_ordered(p) then stat('taken_back', take_back_later(id, p, now)) end
     end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
   end

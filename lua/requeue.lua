@@ -6,7 +6,8 @@
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2…] task ids
--- Returns: one code per id: OK, NOTFOUND or NOTDEAD.
+-- Returns: one code per id: OK, NOTFOUND, NOTDEAD, or LEVELS when its partition has MAX_LEVELS
+--          non-zero priorities pending and its priority is another one (the letter stays dead).
 
 -- @include common
 -- @include outcome
@@ -25,6 +26,8 @@ for i = 2, #ARGV do
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= 'd' then
     res[#res + 1] = NOTDEAD
+  elseif level_full(f[2], f[3] or '0') then
+    res[#res + 1] = LEVELS
   else
     local p, s, t = f[2], next_seq(), now
     if f[6] and redis.call('HGET', k_meta(p), 'h') == id then
@@ -40,6 +43,7 @@ for i = 2, #ARGV do
     if f[4] then flow_end(id, f[4], f[5] or BASE, 'r', '') end -- a flow step: its flow goes on
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     requeued = requeued + 1
+    emit('requeued', id)
     res[#res + 1] = OK
   end
 end

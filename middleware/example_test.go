@@ -178,7 +178,7 @@ func ExampleRetry() {
 	// flaky: attempt 1 failed
 	// flaky: attempt 2 failed
 	// flaky: done on attempt 3
-	// dead letter: broken - srq: permanent failure: send: malformed address
+	// dead letter: broken - send: malformed address
 }
 
 // Let at most one task of the queue run per hour: of two ready tasks, one runs and the other is

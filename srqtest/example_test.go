@@ -39,7 +39,7 @@ func ExampleProcess() {
 	// Output:
 	// 500: acked true
 	// 20000: retried true after attempt 1 - bank timeout
-	// -5: dead-lettered true - srq: permanent failure: invalid amount -5
+	// -5: dead-lettered true - invalid amount -5
 }
 
 // A test that needs real queues and workers gets a Redis of its own from NewRedis, closed when the

@@ -48,7 +48,7 @@ func TestProcessOutcomes(t *testing.T) {
 			}
 		}},
 		{"permanent", srq.Permanent(errors.New("bad")), nil, func(t *testing.T, o srqtest.Outcome) {
-			if !o.DeadLettered || o.LastError != "srq: permanent failure: bad" {
+			if !o.DeadLettered || o.LastError != "bad" {
 				t.Fatalf("%+v", o)
 			}
 		}},

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/rand"
 	"errors"
 	"net/http"
 	"net/url"
@@ -139,9 +140,12 @@ func TestCSRF(t *testing.T) {
 	stale := func() string {
 		c := *old
 		c.now = func() time.Time { return time.Now().Add(-2 * time.Hour) }
-		return c.token()
+		return c.token(b.session)
 	}()
 	sameSite := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": b.srv.URL}
+	otherSession := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": b.srv.URL, "Cookie": sessionCookie + "=" + rand.Text()}
+	badSession := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": b.srv.URL, "Cookie": sessionCookie + "=x"}
+	noSession := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": b.srv.URL, "Cookie": "other=1"}
 	for _, c := range []struct {
 		name    string
 		token   string
@@ -150,6 +154,10 @@ func TestCSRF(t *testing.T) {
 		{"no token", "", sameSite},
 		{"forged token", strconv.FormatInt(time.Now().Unix(), 10) + ".AAAA", sameSite},
 		{"expired token", stale, sameSite},
+		// A token seen elsewhere, replayed from another browser: refused without its session.
+		{"another session's token", b.token(), otherSession},
+		{"a malformed session cookie", b.token(), badSession},
+		{"no session cookie", b.token(), noSession},
 		{"cross-site", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}},
 		{"other origin", "", map[string]string{"Origin": "https://evil.example"}},
 	} {
@@ -172,6 +180,29 @@ func TestCSRF(t *testing.T) {
 	// Mutations are POST only.
 	if r := b.get("pause-partition?q=" + url.QueryEscape(name) + "&partition=%21p"); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("GET pause-partition: %d, want 405", r.status)
+	}
+	// A browser without a session gets one with its first page, and that page's token works with
+	// that cookie only.
+	req, _ := http.NewRequestWithContext(b.ctx, http.MethodGet, b.base+"queue?q="+url.QueryEscape(name), nil)
+	req.Header.Set("Cookie", "other=1")
+	page := b.do(req)
+	var session *http.Cookie
+	for _, c := range (&http.Response{Header: page.header}).Cookies() {
+		if c.Name == sessionCookie {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteLaxMode || len(session.Value) != 26 || session.Value == b.session {
+		t.Fatalf("first page's session cookie: %+v", session)
+	}
+	token := tokenRE.FindStringSubmatch(page.body)[1]
+	form := func() url.Values { return url.Values{"q": {name}, "token": {token}} }
+	if r := b.postWith("resume-queue", form(), sameSite); r.status != http.StatusForbidden {
+		t.Errorf("the page's token with another session: %d, want 403", r.status)
+	}
+	withCookie := map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": b.srv.URL, "Cookie": sessionCookie + "=" + session.Value}
+	if r := b.postWith("resume-queue", form(), withCookie); r.status != http.StatusSeeOther {
+		t.Errorf("the page's token with its session: %d, want 303", r.status)
 	}
 }
 

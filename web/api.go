@@ -9,28 +9,29 @@ import (
 	"github.com/srqueue/srq/inspect"
 )
 
-// apiQueue is one queue in the JSON the pages poll. The chart turns the counters into rates.
+// apiQueue is one queue in the JSON the pages poll. The chart turns the counters into rates. Its
+// names are snake_case, as inspect.Stats's and the srq command's --json are.
 type apiQueue struct {
 	Name                string `json:"name"`
 	Pending             int64  `json:"pending"`
-	InFlight            int64  `json:"inFlight"`
+	InFlight            int64  `json:"in_flight"`
 	Dead                int64  `json:"dead"`
-	ReadyPartitions     int64  `json:"readyPartitions"`
-	ScheduledPartitions int64  `json:"scheduledPartitions"`
-	PausedPartitions    int64  `json:"pausedPartitions"`
+	ReadyPartitions     int64  `json:"ready_partitions"`
+	ScheduledPartitions int64  `json:"scheduled_partitions"`
+	PausedPartitions    int64  `json:"paused_partitions"`
 	Paused              bool   `json:"paused"`
 	Published           int64  `json:"published"`
 	Acked               int64  `json:"acked"`
 	Rejected            int64  `json:"rejected"`
-	DeadLettered        int64  `json:"deadLettered"`
-	ServerTime          int64  `json:"serverTime"` // Unix milliseconds, the Redis server's clock
+	DeadLettered        int64  `json:"dead_lettered"`
+	ServerTime          int64  `json:"server_time"` // Unix milliseconds, the Redis server's clock
 }
 
 // apiStats is the JSON of GET /api/stats.
 type apiStats struct {
 	// ServerTime is the latest server clock of the queues' stats (Unix milliseconds); this
 	// process's clock when there are no queues.
-	ServerTime int64      `json:"serverTime"`
+	ServerTime int64      `json:"server_time"`
 	Queues     []apiQueue `json:"queues"`
 }
 

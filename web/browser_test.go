@@ -115,6 +115,20 @@ func TestBrowser(t *testing.T) {
 	b.publish(q, "!user-2", 1, "")
 	step(t, ctx, "wait for the live count", chromedp.Poll[chromedp.Void](
 		`document.getElementById("stat-pending").textContent === "6"`, chromedp.WithPollingTimeout(10*time.Second)))
+	// A field with a snake_case name in the JSON (in_flight) refreshes too: lease a task, then
+	// hand it back.
+	leased, err := q.Engine().Fetch(b.ctx, "browser-test", 1, time.Minute)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease a task: %v %d", err, len(leased))
+	}
+	step(t, ctx, "wait for the live in-flight count", chromedp.Poll[chromedp.Void](
+		`document.getElementById("stat-inflight").textContent === "1" && document.getElementById("stat-pending").textContent === "5"`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	if res, err := q.Engine().Reject(b.ctx, []engine.Rejection{{Receipt: leased[0].Receipt(), NotAttempt: true}}); err != nil || res[0].Err != nil {
+		t.Fatalf("hand the task back: %v %+v", err, res)
+	}
+	step(t, ctx, "wait for the in-flight count to drop", chromedp.Poll[chromedp.Void](
+		`document.getElementById("stat-inflight").textContent === "0"`, chromedp.WithPollingTimeout(10*time.Second)))
 	step(t, ctx, "wait for the chart", chromedp.Poll[chromedp.Void](
 		`document.querySelectorAll("#chart polyline").length === 4`, chromedp.WithPollingTimeout(10*time.Second)))
 

@@ -18,7 +18,8 @@ const (
 	DefaultPageSize        = 50
 	// MaxPageSize is the most rows a page shows, whatever the request asks.
 	MaxPageSize = inspect.MaxLimit
-	// DefaultTokenTTL is how long a form's CSRF token is accepted.
+	// DefaultTokenTTL is how long a form's CSRF token is accepted, from the browser session it was
+	// issued to only.
 	DefaultTokenTTL = 12 * time.Hour
 	// minRefreshInterval keeps the pages from polling Redis more than four times a second.
 	minRefreshInterval = 250 * time.Millisecond
@@ -55,7 +56,9 @@ type Config struct {
 	// so a form only works against the process that served it; give every replica behind one
 	// load balancer the same secret of at least 32 bytes.
 	CSRFSecret []byte
-	// TokenTTL is how long a form's CSRF token is accepted. Default DefaultTokenTTL.
+	// TokenTTL is how long a form's CSRF token is accepted. A token is bound to the session cookie
+	// of the browser whose page carried it, so it cannot be replayed from elsewhere within the TTL.
+	// Default DefaultTokenTTL.
 	TokenTTL time.Duration
 	// TrustedOrigins are origins ("https://ops.example.com") from which cross-origin mutating
 	// requests are allowed, for a proxy that serves the dashboard under another host name.

@@ -9,7 +9,8 @@
 // elsewhere. Every link is relative, so it works under any path prefix.
 //
 // Reading costs what the Inspector's calls cost (bounded pages, no scans). Mutations are POST
-// only and need a CSRF token from one of the pages and a same-origin request; Config.ReadOnly
+// only and need a same-origin request and a CSRF token from one of the pages, bound to the
+// browser's session cookie; Config.ReadOnly
 // refuses them all, and Config.Auth sees every request first.
 //
 //	in, err := inspect.New(redisClient, inspect.Config{})

@@ -40,8 +40,9 @@ type handler struct {
 // Every link it writes is relative, so it works under any prefix. Pages: the queues with a live
 // throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), its
 // tasks in flight (GET /inflight), its dead letters (GET /dead) and one task (GET /task), plus
-// the JSON the chart polls (GET /api/stats). Mutations are POST only, need a CSRF token from a
-// page and a same-origin request, and are refused with 403 in read-only mode. NewHandler fails
+// the JSON the chart polls (GET /api/stats). Mutations are POST only, need a same-origin request
+// and a CSRF token from a page, bound to the browser's session cookie (srq_session, set by the
+// first page), and are refused with 403 in read-only mode. NewHandler fails
 // with an error wrapping engine.ErrInvalid (srq.ErrInvalid) for a nil inspector or an invalid cfg.
 func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	if in == nil {
@@ -184,10 +185,12 @@ type chartView struct {
 	Interval int64  // milliseconds
 }
 
-func (h *handler) newPage(title, nav, queue string, body any) *page {
+// newPage starts the page for r; unless read-only, it carries a form token bound to the browser's
+// session, whose cookie it sets on w when r has none.
+func (h *handler) newPage(w http.ResponseWriter, r *http.Request, title, nav, queue string, body any) *page {
 	p := &page{Title: title, Nav: nav, Queue: queue, ReadOnly: h.cfg.ReadOnly, Body: body}
 	if !h.cfg.ReadOnly {
-		p.Token = h.csrf.token()
+		p.Token = h.csrf.token(h.csrf.session(w, r))
 	}
 	return p
 }
@@ -216,7 +219,7 @@ type errorView struct {
 
 // fail answers with an HTML error page.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	p := h.newPage(http.StatusText(status), "", "", errorView{Status: status, StatusText: http.StatusText(status), Message: msg})
+	p := h.newPage(w, r, http.StatusText(status), "", "", errorView{Status: status, StatusText: http.StatusText(status), Message: msg})
 	h.render(w, r, "error", status, p)
 }
 

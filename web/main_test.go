@@ -45,6 +45,9 @@ type bundle struct {
 	base   string // the URL the handler is mounted at, with a trailing slash
 	logs   *syncBuffer
 	h      *handler
+	// session is the session id the bundle's requests carry in their cookie, as a browser's
+	// would after its first page.
+	session string
 }
 
 // syncBuffer is a log sink safe for the handler's goroutines.
@@ -71,7 +74,7 @@ func setup(t *testing.T, cfg Config) *bundle {
 	c := redistest.Client(t)
 	var r [6]byte
 	_, _ = rand.Read(r[:])
-	b := &bundle{t: t, client: c, prefix: "srqweb-" + hex.EncodeToString(r[:]), logs: &syncBuffer{}}
+	b := &bundle{t: t, client: c, prefix: "srqweb-" + hex.EncodeToString(r[:]), logs: &syncBuffer{}, session: rand.Text()}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	b.ctx = ctx
@@ -170,9 +173,13 @@ type response struct {
 	body   string
 }
 
-// do sends req with the bundle's client, which never follows redirects.
+// do sends req with the bundle's client, which never follows redirects, with the bundle's session
+// cookie unless req has a Cookie header.
 func (b *bundle) do(req *http.Request) response {
 	b.t.Helper()
+	if req.Header.Get("Cookie") == "" {
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: b.session})
+	}
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := c.Do(req)
 	if err != nil {
@@ -208,8 +215,9 @@ func (b *bundle) mustGet(path string) string {
 
 var tokenRE = regexp.MustCompile(`name="token" value="([^"]+)"`)
 
-// token returns a valid CSRF token (TestQueuePage checks that pages carry valid ones).
-func (b *bundle) token() string { return b.h.csrf.token() }
+// token returns a valid CSRF token for the bundle's session (TestQueuePage checks that pages carry
+// valid ones).
+func (b *bundle) token() string { return b.h.csrf.token(b.session) }
 
 // post sends form to path as a same-origin browser would (Origin and Sec-Fetch-Site set), with a
 // valid token unless form has one.

@@ -106,8 +106,12 @@ func NewMetrics(in *inspect.Inspector, cfg MetricsConfig) (*Metrics, error) {
 // not also register middleware.QueueDepth with it: the endpoint already reports the same gauges.
 func (m *Metrics) MeterProvider() metric.MeterProvider { return m.provider }
 
-// ServeHTTP serves one scrape.
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+// ServeHTTP serves one scrape, with X-Content-Type-Options: nosniff: label values are queue names,
+// which publishers choose, and a browser must not read the text as HTML or script.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	m.handler.ServeHTTP(w, r)
+}
 
 // Shutdown stops reading the Inspector and shuts the meter provider down; instruments recorded
 // afterwards are dropped. It fails with the provider's shutdown error or ctx's.

@@ -259,3 +259,27 @@ func TestMetricsSkipUnusableQueues(t *testing.T) {
 		t.Fatalf("pending reported for %v, want only %s", queues, q.Name())
 	}
 }
+
+// TestMetricsNoSniff: the scrape, whose label values are queue names that publishers choose
+// (markup included), is served as plain text that a browser must not sniff into HTML.
+func TestMetricsNoSniff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(b.queue("<script>alert(1)</script>"), "", 1, "")
+	m, err := NewMetrics(b.in, MetricsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "<script>") {
+		t.Fatalf("scrape: %d\n%s", rec.Code, rec.Body)
+	}
+	if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("X-Content-Type-Options %q, want nosniff", got)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type %q, want text/plain", ct)
+	}
+}

@@ -112,7 +112,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 			rows[i].Err = err.Error()
 		}
 	}
-	p := h.newPage("Queues", "overview", "", overviewView{Queues: rows})
+	p := h.newPage(w, r, "Queues", "overview", "", overviewView{Queues: rows})
 	p.Chart, p.Flash = h.chart(""), flash(r)
 	h.render(w, r, "overview", http.StatusOK, p)
 }
@@ -147,7 +147,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		{"Requeued from the dead letters", c.Requeued}, {"Purged", c.Purged}, {"Trimmed by the caps", c.Trimmed},
 		{"Consumers seen in the last hour", st.ConsumerCount},
 	}}
-	p := h.newPage(q, "queue", q, body)
+	p := h.newPage(w, r, q, "queue", q, body)
 	p.Chart, p.Flash = h.chart(q), flash(r)
 	h.render(w, r, "queue", http.StatusOK, p)
 }
@@ -186,7 +186,7 @@ func (h *handler) partitions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := partitionsView{By: by.String(), Limit: limit, MaxLimit: inspect.MaxLimit, Now: h.now(r, q), Partitions: ps}
-	p := h.newPage("Partitions · "+q, "partitions", q, body)
+	p := h.newPage(w, r, "Partitions · "+q, "partitions", q, body)
 	p.Flash = flash(r)
 	h.render(w, r, "partitions", http.StatusOK, p)
 }
@@ -242,7 +242,7 @@ func (h *handler) inflight(w http.ResponseWriter, r *http.Request) {
 	if len(ts) > limit {
 		body.More, body.Tasks = true, ts[:limit]
 	}
-	p := h.newPage("In flight · "+q, "inflight", q, body)
+	p := h.newPage(w, r, "In flight · "+q, "inflight", q, body)
 	h.render(w, r, "inflight", http.StatusOK, p)
 }
 
@@ -287,7 +287,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		Filtered: dq.Partition != "" || dq.BasePartition || dq.ErrorContains != "",
 		Cursor:   dq.Cursor, Next: pg.Next, Limit: limit, MaxLimit: inspect.MaxLimit, Total: pg.Total,
 		Now: h.now(r, q), Letters: pg.Letters}
-	p := h.newPage("Dead letters · "+q, "dead", q, body)
+	p := h.newPage(w, r, "Dead letters · "+q, "dead", q, body)
 	p.Flash = flash(r)
 	h.render(w, r, "dead", http.StatusOK, p)
 }
@@ -319,6 +319,6 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 		}
 		body.Now = h.now(r, q)
 	}
-	p := h.newPage("Task · "+q, "task", q, body)
+	p := h.newPage(w, r, "Task · "+q, "task", q, body)
 	h.render(w, r, "task", status, p)
 }

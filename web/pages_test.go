@@ -3,10 +3,12 @@ package web
 import (
 	"encoding/json"
 	"html"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +110,7 @@ func TestQueuePage(t *testing.T) {
 		t.Fatal("no CSRF token on the queue page")
 	}
 	req, _ := http.NewRequest(http.MethodPost, b.base+"pause-queue", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: b.session})
 	if err := b.h.csrf.check(req, html.UnescapeString(m[1])); err != nil {
 		t.Errorf("the page's token is refused: %v", err)
 	}
@@ -313,6 +316,51 @@ func TestAPIStats(t *testing.T) {
 		if g.Name != q.Name() || g.Pending != 2 || g.Dead != 1 || g.Published != 3 || g.DeadLettered != 1 || got.ServerTime == 0 {
 			t.Errorf("%s: %+v", path, got)
 		}
+		// The names are snake_case, as the srq command's --json.
+		var raw struct {
+			Top    map[string]json.RawMessage
+			Queues []map[string]json.RawMessage `json:"queues"`
+		}
+		_ = json.Unmarshal([]byte(r.body), &raw.Top)
+		_ = json.Unmarshal(raw.Top["queues"], &raw.Queues)
+		if got, want := slices.Sorted(maps.Keys(raw.Top)), []string{"queues", "server_time"}; !slices.Equal(got, want) {
+			t.Errorf("%s: fields %v, want %v", path, got, want)
+		}
+		want := []string{"acked", "dead", "dead_lettered", "in_flight", "name", "paused", "paused_partitions", "pending",
+			"published", "ready_partitions", "rejected", "scheduled_partitions", "server_time"}
+		if got := slices.Sorted(maps.Keys(raw.Queues[0])); !slices.Equal(got, want) {
+			t.Errorf("%s: queue fields %v, want %v", path, got, want)
+		}
+	}
+}
+
+// TestLiveCountsNameAPIFields: every count the pages refresh live (data-stat) names a field of
+// /api/stats's queues, which the script copies by name.
+func TestLiveCountsNameAPIFields(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	q := b.queue("")
+	b.publish(q, "!a", 1, "")
+	body := b.mustGet("api/stats?q=" + url.QueryEscape(q.Name()))
+	var got struct {
+		Queues []map[string]any `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || len(got.Queues) != 1 {
+		t.Fatalf("api/stats: %v %s", err, body)
+	}
+	fields := got.Queues[0]
+	stat := regexp.MustCompile(`data-stat="([^"]+)"`)
+	seen := 0
+	for _, page := range []string{"", "queue?q=" + url.QueryEscape(q.Name())} {
+		for _, m := range stat.FindAllStringSubmatch(b.mustGet(page), -1) {
+			seen++
+			if _, ok := fields[m[1]]; !ok {
+				t.Errorf("%q: data-stat=%q names no field of api/stats (%v)", page, m[1], slices.Sorted(maps.Keys(fields)))
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("only %d live counts on the pages", seen)
 	}
 }
 

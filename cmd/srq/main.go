@@ -6,7 +6,7 @@
 //	srq --queue emails dead list --error timeout
 //	srq --queue emails dead requeue --all --yes
 //	srq --queue emails watch --interval 2s
-//	srq web --addr :8080 --read-only
+//	srq web --read-only                # the dashboard on 127.0.0.1:8080
 //
 // Run "srq help" for every command and flag; docs/cli.md documents the JSON output of --json.
 // Exit codes: 0 success, 1 runtime error, 2 usage error.

@@ -23,7 +23,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) != "" {
+		// The test binary run as srq itself (TestGoRedisLogSilenced).
+		main()
+	}
+	installRedisLogger() // before the tests run in parallel: it sets go-redis's global logger
+	redistest.Main(m)
+}
 
 // fixture is a queue "q" with known content under a prefix of the test's own.
 type fixture struct {
@@ -156,7 +163,7 @@ func TestGoldenTables(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			got := normalize(out)
+			got := strings.NewReplacer(f.url, "<url>", f.prefix, "<prefix>").Replace(normalize(out))
 			path := filepath.Join("testdata", tt.name+".golden")
 			if *update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -414,9 +421,11 @@ func TestActionsConfirmed(t *testing.T) {
 	if code != 0 || out != "purged 1 dead letter\n" || !strings.Contains(errOut, "Type 'yes'") {
 		t.Fatalf("purge: exit %d, %q, %q", code, out, errOut)
 	}
-	code, out, _ = f.run("", "--queue", "q", "dead", "requeue", "b1", "nope")
-	if code != 0 || out != "requeued 1 dead letter\n" {
-		t.Fatalf("requeue by id: exit %d, %q", code, out)
+	code, out, errOut = f.run("", "--queue", "q", "dead", "requeue", "b1", "nope", "b1")
+	if code != 1 || out != "requeued 1 dead letter\n" ||
+		errOut != "srq: 1 of the 2 ids given names no dead letter of queue \"q\" (an unknown task, or one that is not dead): "+
+			"nothing was done with it; 'srq task <id>' shows where a task is\n" {
+		t.Fatalf("requeue by id, one of them unknown: exit %d, %q, %q", code, out, errOut)
 	}
 	code, out, _ = f.run("", "--queue", "q", "--yes", "pause")
 	if code != 0 || out != "paused queue \"q\"\n" {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,11 +102,16 @@ func ts(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05Z")
 }
 
-// table writes rows aligned in columns.
+// table writes rows aligned in columns, each cell through show: every table of the command shows
+// values that publishers and handlers chose.
 func table(w io.Writer, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		cells := make([]string, len(r))
+		for i, cell := range r {
+			cells[i] = show(cell)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
@@ -199,18 +205,20 @@ func printPartitions(w io.Writer, ps []inspect.Partition) error {
 	return table(w, rows)
 }
 
-// partName shows the base partition, whose key is empty, as "(base)", and quotes keys with spaces.
+// partName shows the base partition, whose key is empty, as "(base)", and quotes keys with spaces,
+// the key "(base)" and, as show does, keys that hold control characters.
 func partName(p string) string {
 	if p == "" {
 		return "(base)"
 	}
-	if strings.ContainsAny(p, " \t\n") {
-		return fmt.Sprintf("%q", p)
+	if strings.ContainsRune(p, ' ') || p == "(base)" || needsQuote(p) {
+		return strconv.Quote(p)
 	}
 	return p
 }
 
-func printInFlight(w io.Writer, tasks []inspect.InFlightTask, offset, limit int) error {
+// printInFlight writes the leased tasks, and next, the command for the next page, unless empty.
+func printInFlight(w io.Writer, tasks []inspect.InFlightTask, next string) error {
 	if len(tasks) == 0 {
 		_, err := fmt.Fprintln(w, "no leased tasks")
 		return err
@@ -226,14 +234,20 @@ func printInFlight(w io.Writer, tasks []inspect.InFlightTask, offset, limit int)
 	if err := table(w, rows); err != nil {
 		return err
 	}
-	if len(tasks) == limit {
-		_, err := fmt.Fprintf(w, "more: srq inflight --offset %d --limit %d\n", offset+limit, limit)
-		return err
-	}
-	return nil
+	return printNext(w, next)
 }
 
-func printDead(w io.Writer, p inspect.DeadPage) error {
+// printNext writes the command for the next page, unless there is none.
+func printNext(w io.Writer, next string) error {
+	if next == "" {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "more: %s\n", next)
+	return err
+}
+
+// printDead writes a page of dead letters, and next, the command for the next page, unless empty.
+func printDead(w io.Writer, p inspect.DeadPage, next string) error {
 	if len(p.Letters) == 0 {
 		fmt.Fprintf(w, "no dead letters on this page (%d in the queue)\n", p.Total)
 	} else {
@@ -247,11 +261,7 @@ func printDead(w io.Writer, p inspect.DeadPage) error {
 		}
 		fmt.Fprintf(w, "%d dead letters in the queue\n", p.Total)
 	}
-	if p.Next != "" {
-		_, err := fmt.Fprintf(w, "more: add --cursor %s\n", p.Next)
-		return err
-	}
-	return nil
+	return printNext(w, next)
 }
 
 // oneLine cuts s to one line of at most n runes.
@@ -281,7 +291,7 @@ func printTask(w io.Writer, t TaskJSON) error {
 	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
 		rows = append(rows, []string{"header " + k, t.Headers[k]})
 	}
-	rows = append(rows, []string{"payload", fmt.Sprintf("%d bytes: %s", len(t.Payload), oneLine(fmt.Sprintf("%q", t.Payload), 200))})
+	rows = append(rows, []string{"payload", payloadText(t.Payload)})
 	return table(w, rows)
 }
 

@@ -8,9 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -41,16 +48,21 @@ Commands:
   resume [--partition P|--base] resume one partition, or the whole queue
   task <id>                    one task's record
   watch                        refresh stats every --interval, with rates
-  web                          serve the web dashboard and /metrics: --addr, --read-only
+  web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
+                               --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public
 
 A partition is named as stored: an ordered partition's key starts with "!" (--partition '!42').
 
 Global flags (also accepted after the command):
-  --redis-url URL   Redis to connect to (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis-url URL   Redis to connect to (default $REDIS_URL, else redis://127.0.0.1:6379);
+                    rediss:// for TLS
+  --tls-ca FILE     PEM certificates of the CAs that sign the server's certificate (rediss://)
+  --tls-cert FILE   PEM client certificate, with --tls-key FILE its private key (rediss://)
   --prefix P        key prefix of the queues (default "srq")
   --queue Q         the queue to act on
   --json            print JSON (docs/cli.md documents the schema)
   --yes             do not ask before a destructive action
+  -v                print go-redis's own log lines (connection retries) too
 
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 `
@@ -65,15 +77,20 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // options are the flags every command shares.
 type options struct {
 	redisURL, prefix, queue string
-	json, yes               bool
+	tlsCA, tlsCert, tlsKey  string
+	json, yes, verbose      bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisURL, "redis-url", o.redisURL, "Redis URL (default $REDIS_URL, else redis://127.0.0.1:6379)")
 	fs.StringVar(&o.prefix, "prefix", o.prefix, "key prefix of the queues")
 	fs.StringVar(&o.queue, "queue", o.queue, "the queue to act on")
+	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "PEM file of the CA certificates to trust (rediss://)")
+	fs.StringVar(&o.tlsCert, "tls-cert", o.tlsCert, "PEM file of the client certificate (rediss://)")
+	fs.StringVar(&o.tlsKey, "tls-key", o.tlsKey, "PEM file of the client certificate's private key (rediss://)")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON")
 	fs.BoolVar(&o.yes, "yes", o.yes, "do not ask before a destructive action")
+	fs.BoolVar(&o.verbose, "v", o.verbose, "print go-redis's log lines too")
 }
 
 // cli is one invocation: its streams, options and, once connected, its Inspector.
@@ -83,6 +100,9 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	opts   options
+	// global holds the shared flags as given before the command, for hints that repeat the
+	// command line.
+	global *flag.FlagSet
 	client *redis.Client
 	in     *inspect.Inspector
 	// now is the local clock, for watch's pacing only; tests replace it.
@@ -91,6 +111,7 @@ type cli struct {
 
 // run runs srq with args (without the program name) and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	installRedisLogger()
 	c := &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now}
 	c.opts = options{redisURL: os.Getenv("REDIS_URL"), prefix: engine.DefaultPrefix}
 	if c.opts.redisURL == "" {
@@ -100,21 +121,62 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if c.client != nil {
 		_ = c.client.Close()
 	}
+	if c.opts.verbose {
+		setRedisLog(nil)
+	}
 	var ue usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "srq: %v\nRun 'srq help' for usage.\n", err)
-		return exitUsage
-	case errors.Is(err, engine.ErrInvalid):
-		fmt.Fprintf(stderr, "srq: %v\nRun 'srq help' for usage.\n", err)
+	case errors.As(err, &ue), errors.Is(err, engine.ErrInvalid):
+		fmt.Fprintf(stderr, "srq: %s\nRun 'srq help' for usage.\n", message(err))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "srq: %v\n", err)
+		fmt.Fprintf(stderr, "srq: %s\n", message(err))
 		return exitRuntime
+	}
+}
+
+// prefixRE matches the package prefixes the layers under the command put on their errors
+// ("inspect: ", the sentinel errors' "srq: "), at the start and after each ": ".
+var prefixRE = regexp.MustCompile(`(^|: )(?:(?:srq|inspect|srq web): )+`)
+
+// message is err's text as the command prints it after its one "srq: ": without the prefixes of
+// the layers under it, and with control characters escaped (escapeText).
+func message(err error) string {
+	return escapeText(prefixRE.ReplaceAllString(err.Error(), "$1"))
+}
+
+// installRedisLogger routes go-redis's log lines (a failed dial, printed with the file and line
+// in go-redis) to the stderr of an invocation run with -v, and drops them otherwise: the command
+// says itself that it cannot reach Redis. It sets go-redis's global logger once per process.
+var installRedisLogger = sync.OnceFunc(func() { redis.SetLogger(redisLogger{}) })
+
+// redisLog is where redisLogger writes: the stderr of the invocation run with -v, else nowhere.
+// It is global, as go-redis's logger is, and go-redis logs from goroutines of its own with a
+// context of their own.
+var redisLog struct {
+	sync.Mutex
+	w io.Writer
+}
+
+// setRedisLog sets where go-redis's lines go; nil drops them.
+func setRedisLog(w io.Writer) {
+	redisLog.Lock()
+	defer redisLog.Unlock()
+	redisLog.w = w
+}
+
+// redisLogger is go-redis's logger in the command.
+type redisLogger struct{}
+
+func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	redisLog.Lock()
+	defer redisLog.Unlock()
+	if redisLog.w != nil {
+		fmt.Fprintf(redisLog.w, "srq: go-redis: %s\n", escapeText(fmt.Sprintf(format, v...)))
 	}
 }
 
@@ -122,6 +184,7 @@ func (c *cli) dispatch(args []string) error {
 	global := flag.NewFlagSet("srq", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	c.opts.register(global)
+	c.global = global
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, usageText)
@@ -189,16 +252,99 @@ func (c *cli) connect() error {
 	if c.in != nil {
 		return nil
 	}
+	if c.opts.verbose {
+		setRedisLog(c.stderr)
+	}
 	opt, err := redis.ParseURL(c.opts.redisURL)
 	if err != nil {
-		return usagef("bad --redis-url %q: %v (want redis://[user:password@]host:port[/db])", c.opts.redisURL, err)
+		return usagef("bad --redis-url %q: %s (want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS)",
+			redactURL(c.opts.redisURL), urlError(c.opts.redisURL, err))
+	}
+	if err := c.opts.applyTLS(opt); err != nil {
+		return err
 	}
 	c.client = redis.NewClient(opt)
 	if err := c.client.Ping(c.ctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach Redis at %s: %w (check --redis-url or REDIS_URL)", opt.Addr, err)
+		hint := "check --redis-url or REDIS_URL"
+		if opt.TLSConfig != nil {
+			hint += ", and --tls-ca for a server certificate this system does not trust"
+		}
+		return fmt.Errorf("cannot reach Redis at %s: %w (%s)", opt.Addr, err, hint)
 	}
 	if c.in, err = inspect.New(c.client, inspect.Config{Prefix: c.opts.prefix}); err != nil {
 		return fmt.Errorf("%w (check --prefix)", err)
+	}
+	return nil
+}
+
+// again returns the command line that runs this command again with the flags in change set to
+// new values: the flags given before the command (and the shared ones given after it), the command,
+// and its own flags, each once and in name order. --redis-url's credentials are shown as xxxxx
+// (redactURL): fill them in again, or set REDIS_URL instead. For hints such as the next page.
+func (c *cli) again(fs *flag.FlagSet, change map[string]string) string {
+	values := map[string]string{}
+	bools := map[string]bool{}
+	visit := func(f *flag.Flag) {
+		values[f.Name] = f.Value.String()
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			bools[f.Name] = true
+		}
+	}
+	c.global.Visit(visit)
+	fs.Visit(visit)
+	maps.Copy(values, change)
+	var shared, own []string
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		v := values[name]
+		if name == "redis-url" {
+			v = redactURL(v)
+		}
+		word := "--" + name
+		switch {
+		case bools[name] && v == "true":
+		case bools[name]:
+			word += "=" + v
+		default:
+			word += " " + shellWord(v)
+		}
+		if c.global.Lookup(name) != nil {
+			shared = append(shared, word)
+		} else {
+			own = append(own, word)
+		}
+	}
+	words := append(append(append([]string{"srq"}, shared...), strings.TrimPrefix(fs.Name(), "srq ")), own...)
+	return strings.Join(words, " ")
+}
+
+// shellWord quotes s for a POSIX shell when it needs it: in single quotes, or, when it holds a
+// control character, as a $'…' string with that character escaped (bash, zsh and ksh read those).
+func shellWord(s string) string {
+	plain := func(r rune) bool {
+		return r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./:@%+=,", r))
+	}
+	switch {
+	case s == "":
+		return "''"
+	case needsQuote(s):
+		q := strconv.Quote(s)
+		return "$'" + strings.ReplaceAll(q[1:len(q)-1], "'", `\'`) + "'"
+	case strings.IndexFunc(s, func(r rune) bool { return !plain(r) }) < 0:
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// limitFlag registers --limit with its default, for commands that list a page.
+func limitFlag(fs *flag.FlagSet, p *int, def int, what string) {
+	fs.IntVar(p, "limit", def, fmt.Sprintf("most %s to list (1 to %d)", what, inspect.MaxLimit))
+}
+
+// checkLimit refuses a --limit outside [1, inspect.MaxLimit] with a usage error: the Inspector
+// would read 0 as its default page size, which is not what "--limit 0" says.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > inspect.MaxLimit {
+		return usagef("--limit %d is outside [1, %d]", limit, inspect.MaxLimit)
 	}
 	return nil
 }
@@ -299,9 +445,13 @@ func (c *cli) stats(args []string) error {
 func (c *cli) partitions(args []string) error {
 	fs := c.flags("partitions")
 	by := fs.String("by", "depth", "order: depth, age or paused")
-	limit := fs.Int("limit", inspect.DefaultPartitionLimit, "most partitions to list")
+	var limit int
+	limitFlag(fs, &limit, inspect.DefaultPartitionLimit, "partitions")
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
 		return cmpErr(err, usagef("partitions takes no arguments"))
+	}
+	if err := checkLimit(limit); err != nil {
+		return err
 	}
 	orders := map[string]inspect.PartitionOrder{"depth": inspect.ByDepth, "age": inspect.ByAge, "paused": inspect.ByPaused}
 	order, ok := orders[*by]
@@ -311,7 +461,7 @@ func (c *cli) partitions(args []string) error {
 	if err := c.needQueue(); err != nil {
 		return err
 	}
-	ps, err := c.in.Partitions(c.ctx, c.opts.queue, inspect.PartitionQuery{By: order, Limit: *limit})
+	ps, err := c.in.Partitions(c.ctx, c.opts.queue, inspect.PartitionQuery{By: order, Limit: limit})
 	if err != nil {
 		return c.explain(err)
 	}
@@ -324,21 +474,36 @@ func (c *cli) partitions(args []string) error {
 func (c *cli) inflight(args []string) error {
 	fs := c.flags("inflight")
 	offset := fs.Int("offset", 0, "leases to skip")
-	limit := fs.Int("limit", inspect.DefaultPageLimit, "most leases to list")
+	var limit int
+	limitFlag(fs, &limit, inspect.DefaultPageLimit, "leases")
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
 		return cmpErr(err, usagef("inflight takes no arguments"))
+	}
+	if err := checkLimit(limit); err != nil {
+		return err
 	}
 	if err := c.needQueue(); err != nil {
 		return err
 	}
-	ts, err := c.in.InFlight(c.ctx, c.opts.queue, inspect.Page{Offset: *offset, Limit: *limit})
+	// One more than the page when the Inspector allows it, to know whether another page follows.
+	ask := limit
+	if limit < inspect.MaxLimit && *offset+limit < inspect.MaxOffset {
+		ask++
+	}
+	ts, err := c.in.InFlight(c.ctx, c.opts.queue, inspect.Page{Offset: *offset, Limit: ask})
 	if err != nil {
 		return c.explain(err)
 	}
+	more := len(ts) > limit || (ask == limit && len(ts) == limit)
+	ts = ts[:min(len(ts), limit)]
 	if c.opts.json {
 		return c.emitJSON(ts)
 	}
-	return printInFlight(c.stdout, ts, *offset, *limit)
+	next := ""
+	if more {
+		next = c.again(fs, map[string]string{"offset": strconv.Itoa(*offset + limit), "limit": strconv.Itoa(limit)})
+	}
+	return printInFlight(c.stdout, ts, next)
 }
 
 // deadFilter registers the filter flags of the dead commands.
@@ -354,10 +519,13 @@ func (c *cli) deadList(args []string) error {
 	fs := c.flags("dead list")
 	q := deadFilter(fs)
 	fs.StringVar(&q.Cursor, "cursor", "", "continue where a previous page ended")
-	fs.IntVar(&q.Limit, "limit", inspect.DefaultPageLimit, "most letters to list")
+	limitFlag(fs, &q.Limit, inspect.DefaultPageLimit, "letters")
 	fs.IntVar(&q.Window, "window", 0, "most letters to look at per shard when filtering (default 1000)")
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
 		return cmpErr(err, usagef("dead list takes no arguments"))
+	}
+	if err := checkLimit(q.Limit); err != nil {
+		return err
 	}
 	if err := c.needQueue(); err != nil {
 		return err
@@ -369,7 +537,11 @@ func (c *cli) deadList(args []string) error {
 	if c.opts.json {
 		return c.emitJSON(page)
 	}
-	return printDead(c.stdout, page)
+	next := ""
+	if page.Next != "" {
+		next = c.again(fs, map[string]string{"cursor": page.Next})
+	}
+	return printDead(c.stdout, page, next)
 }
 
 func (c *cli) deadRequeue(args []string) error {
@@ -390,24 +562,22 @@ func (c *cli) deadAction(verb, done string, args []string) error {
 	}
 	filtered := q.Partition != "" || q.BasePartition || q.ErrorContains != ""
 	var sel inspect.DeadSelector
-	var what string
 	switch {
 	case len(ids) > 0 && !*all && !filtered:
-		sel.IDs = ids
+		slices.Sort(ids)
+		sel.IDs = slices.Compact(ids)
 	case *all && len(ids) == 0 && !filtered:
 		sel.All = true
-		what = fmt.Sprintf("%s every dead letter of queue %q", strings.ToUpper(verb[:1])+verb[1:], c.opts.queue)
 	case filtered && len(ids) == 0 && !*all:
 		sel.Filter = q
-		what = fmt.Sprintf("%s the dead letters of queue %q that match the filter", strings.ToUpper(verb[:1])+verb[1:], c.opts.queue)
 	default:
 		return usagef("dead %s needs exactly one of: ids, --all, or a filter (--partition, --base, --error)", verb)
 	}
 	if err := c.needQueue(); err != nil {
 		return err
 	}
-	if what != "" {
-		if err := c.confirm(what); err != nil {
+	if sel.IDs == nil && !c.opts.yes {
+		if err := c.confirmDead(verb, sel); err != nil {
 			return err
 		}
 	}
@@ -420,10 +590,44 @@ func (c *cli) deadAction(verb, done string, args []string) error {
 		return c.explain(fmt.Errorf("%w (%d %s before the error)", err, n, done))
 	}
 	if c.opts.json {
-		return c.emitJSON(ActionJSON{Action: verb, Count: n})
+		err = c.emitJSON(ActionJSON{Action: verb, Count: n})
+	} else {
+		fmt.Fprintf(c.stdout, "%s %d dead letter%s\n", done, n, plural(n))
 	}
-	fmt.Fprintf(c.stdout, "%s %d dead letter%s\n", done, n, plural(n))
-	return nil
+	if missed := len(sel.IDs) - n; missed > 0 && err == nil {
+		// The Inspector skips an id that names no dead letter; the command was asked to act on it.
+		which, verbs, them := "the id given", "names", "it"
+		if len(sel.IDs) > 1 {
+			which = fmt.Sprintf("%d of the %d ids given", missed, len(sel.IDs))
+			if missed > 1 {
+				verbs, them = "name", "them"
+			}
+		}
+		return fmt.Errorf("%s %s no dead letter of queue %q (an unknown task, or one that is not dead): "+
+			"nothing was done with %s; 'srq task <id>' shows where a task is", which, verbs, c.opts.queue, them)
+	}
+	return err
+}
+
+// confirmDead asks before requeueing or purging every dead letter, or every one a filter
+// matches, saying how many that is: the queue's count of dead letters, exact for --all and an
+// upper bound for a filter (counting the matches would read every letter). Nothing is asked when
+// the queue holds none.
+func (c *cli) confirmDead(verb string, sel inspect.DeadSelector) error {
+	st, err := c.in.Stats(c.ctx, c.opts.queue)
+	if err != nil {
+		return c.explain(err)
+	}
+	if st.Dead == 0 {
+		return nil
+	}
+	n := int(st.Dead)
+	verb = strings.ToUpper(verb[:1]) + verb[1:]
+	if sel.All {
+		return c.confirm(fmt.Sprintf("%s all %d dead letter%s of queue %q", verb, n, plural(n), c.opts.queue))
+	}
+	return c.confirm(fmt.Sprintf("%s the dead letters of queue %q that match the filter (at most %d, the queue's count of dead letters)",
+		verb, c.opts.queue, n))
 }
 
 func (c *cli) pause(args []string) error  { return c.setPaused("pause", args) }

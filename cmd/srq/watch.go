@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/srqueue/srq/inspect"
-	"github.com/srqueue/srq/web"
 )
 
 // watch prints the stats every --interval, with rates from the counters' change since the
@@ -65,49 +60,4 @@ func (c *cli) watch(args []string) error {
 		}
 	}
 	return nil
-}
-
-// web serves the dashboard of package web on --addr, with /metrics, until interrupted.
-func (c *cli) web(args []string) error {
-	fs := c.flags("web")
-	addr := fs.String("addr", ":8080", "address to listen on")
-	readOnly := fs.Bool("read-only", false, "show, but allow no action")
-	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
-		return cmpErr(err, usagef("web takes no arguments"))
-	}
-	if err := c.connect(); err != nil {
-		return err
-	}
-	h, err := web.NewHandler(c.in, web.Config{ReadOnly: *readOnly})
-	if err != nil {
-		return err
-	}
-	metrics, err := web.NewMetrics(c.in, web.MetricsConfig{})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = metrics.Shutdown(context.WithoutCancel(c.ctx)) }()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
-	mux.Handle("/", h)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pick another --addr)", *addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(c.stderr, "srq: serving the dashboard on http://%s/ and metrics on /metrics\n", ln.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-c.ctx.Done():
-		shut, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
-		defer cancel()
-		err := srv.Shutdown(shut)
-		if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-			err = serr
-		}
-		return err
-	}
 }

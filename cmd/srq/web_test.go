@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -29,54 +33,179 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// webRun is a running srq web.
+type webRun struct {
+	base   string // http://host:port
+	stderr *lockedBuffer
+	cancel context.CancelFunc
+	code   chan int
+}
+
+// startWeb runs srq web with args against the fixture's Redis and waits for the address it prints.
+func startWeb(t *testing.T, f *fixture, args ...string) *webRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(f.ctx)
+	w := &webRun{stderr: &lockedBuffer{}, cancel: cancel, code: make(chan int, 1)}
+	t.Cleanup(func() { w.stop(t) })
+	go func() {
+		w.code <- run(ctx, append([]string{"--redis-url", f.url, "--prefix", f.prefix, "web"}, args...),
+			strings.NewReader(""), io.Discard, w.stderr)
+	}()
+	addrRE := regexp.MustCompile(`http://(\S+)/ `)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if m := addrRE.FindStringSubmatch(w.stderr.String()); m != nil {
+			host, port, err := net.SplitHostPort(m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+				host = "127.0.0.1" // every interface: this one too
+			}
+			w.base = "http://" + net.JoinHostPort(host, port)
+			return w
+		}
+		select {
+		case c := <-w.code:
+			t.Fatalf("srq web exited with %d: %s", c, w.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("srq web printed no address: %s", w.stderr.String())
+		}
+	}
+}
+
+// stop ends srq web and checks that it returned 0; once.
+func (w *webRun) stop(t *testing.T) {
+	t.Helper()
+	if w.cancel == nil {
+		return
+	}
+	w.cancel()
+	w.cancel = nil
+	select {
+	case c := <-w.code:
+		if c != 0 {
+			t.Errorf("srq web exited with %d after its context ended: %s", c, w.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("srq web did not return after its context ended")
+	}
+}
+
+// get fetches path, with basic auth when user is set.
+func (w *webRun) get(t *testing.T, path, user, password string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, w.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, string(body)
+}
+
 // TestWebServesDashboardAndMetrics: srq web serves the dashboard and /metrics on the address it
-// prints, and returns 0 when its context ends.
+// prints, says what it serves, and returns 0 when its context ends.
 func TestWebServesDashboardAndMetrics(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.seed()
-	ctx, cancel := context.WithCancel(f.ctx)
-	defer cancel()
-	var stderr lockedBuffer
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"--redis-url", f.url, "--prefix", f.prefix, "web", "--addr", "127.0.0.1:0"},
-			strings.NewReader(""), io.Discard, &stderr)
-	}()
-	addrRE := regexp.MustCompile(`http://([0-9.:]+)/`)
-	var base string
-	for deadline := time.Now().Add(30 * time.Second); base == ""; {
-		if m := addrRE.FindStringSubmatch(stderr.String()); m != nil {
-			base = "http://" + m[1]
-			break
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("srq web exited with %d: %s", c, stderr.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("srq web printed no address: %s", stderr.String())
-		}
-	}
+	w := startWeb(t, f, "--addr", "127.0.0.1:0")
 	for path, want := range map[string]string{"/": ">q<", "/queue?q=q": "pending", "/metrics": "srq_queue_"} {
-		res, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
-			t.Errorf("GET %s: %d, body without %q:\n%.600s", path, res.StatusCode, want, body)
+		code, hd, body := w.get(t, path, "", "")
+		if code != http.StatusOK || !strings.Contains(body, want) || hd.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: %d, nosniff %q, body without %q:\n%.600s", path, code, hd.Get("X-Content-Type-Options"), want, body)
 		}
 	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("srq web exited with %d after its context ended: %s", c, stderr.String())
+	w.stop(t)
+	for _, want := range []string{"this machine only (loopback)", "read-write: requeue, purge and pause are enabled",
+		"no authentication", `queues under prefix "` + f.prefix + `" on Redis ` + f.url} {
+		if !strings.Contains(w.stderr.String(), want) {
+			t.Errorf("srq web's start did not say %q:\n%s", want, w.stderr.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("srq web did not return after its context ended")
+	}
+}
+
+// TestWebListensOnLoopbackByDefault: without --addr, srq web listens on 127.0.0.1 only.
+func TestWebListensOnLoopbackByDefault(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"web", "-h"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("web -h: exit %d", code)
+	}
+	if !strings.Contains(errb.String(), `-addr string`) || !strings.Contains(errb.String(), `(default "127.0.0.1:8080")`) {
+		t.Fatalf("web -h does not show the loopback default:\n%s", errb.String())
+	}
+}
+
+// TestWebRefusesPublicMutations: on an address beyond loopback, srq web refuses to serve the
+// mutations without basic auth, unless read-only or told --insecure-public; with basic auth,
+// every path asks for the password.
+func TestWebRefusesPublicMutations(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed()
+	code, _, errOut := f.run("", "web", "--addr", "0.0.0.0:0")
+	if code != 2 || !strings.Contains(errOut, "--insecure-public") || !strings.Contains(errOut, "SRQ_WEB_PASSWORD") {
+		t.Fatalf("public and read-write without auth: exit %d, %q; want exit 2 naming the ways out", code, errOut)
+	}
+	for _, tt := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"--addr", "0.0.0.0:0", "--read-only"}, "every interface of this machine; read-only; no authentication"},
+		{[]string{"--addr", "0.0.0.0:0", "--insecure-public"}, "every interface of this machine; read-write: requeue, purge and pause are enabled; no authentication"},
+	} {
+		w := startWeb(t, f, tt.args...)
+		w.stop(t)
+		if !strings.Contains(w.stderr.String(), tt.say) {
+			t.Errorf("srq web %v did not say %q:\n%s", tt.args, tt.say, w.stderr.String())
+		}
+	}
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := startWeb(t, f, "--addr", "0.0.0.0:0", "--user", "ops", "--password-file", pwFile)
+	for _, path := range []string{"/", "/queue?q=q", "/api/stats", "/metrics"} {
+		if code, hd, _ := w.get(t, path, "", ""); code != http.StatusUnauthorized || !strings.HasPrefix(hd.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("GET %s without a password: %d %q, want 401 with a challenge", path, code, hd.Get("WWW-Authenticate"))
+		}
+		if code, _, _ := w.get(t, path, "ops", "wrong"); code != http.StatusUnauthorized {
+			t.Errorf("GET %s with a wrong password: %d, want 401", path, code)
+		}
+		if code, _, body := w.get(t, path, "ops", "s3cret"); code != http.StatusOK {
+			t.Errorf("GET %s with the password: %d\n%.300s", path, code, body)
+		}
+	}
+	w.stop(t)
+	if !strings.Contains(w.stderr.String(), `basic auth as user "ops"`) || strings.Contains(w.stderr.String(), "s3cret") {
+		t.Errorf("srq web with basic auth said:\n%s", w.stderr.String())
+	}
+	code, _, errOut = f.run("", "web", "--user", "ops")
+	if code != 2 || !strings.Contains(errOut, "SRQ_WEB_PASSWORD") {
+		t.Errorf("--user without a password: exit %d, %q", code, errOut)
+	}
+}
+
+// TestWebPasswordFromEnv: SRQ_WEB_USER and SRQ_WEB_PASSWORD set the account as the flags do.
+func TestWebPasswordFromEnv(t *testing.T) {
+	t.Setenv("SRQ_WEB_USER", "ops")
+	t.Setenv("SRQ_WEB_PASSWORD", "fr0m-env")
+	f := newFixture(t)
+	w := startWeb(t, f, "--addr", "0.0.0.0:0")
+	if code, _, _ := w.get(t, "/", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("without a password: %d, want 401", code)
+	}
+	if code, _, _ := w.get(t, "/", "ops", "fr0m-env"); code != http.StatusOK {
+		t.Errorf("with the password from the environment: %d, want 200", code)
 	}
 }

@@ -48,6 +48,7 @@ local function ack_tasks(now, window, keep, first, last)
       end
       if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
       acked = acked + 1
+      emit('acked', id)
       res[#res + 1] = OK
     end
   end
@@ -61,7 +62,8 @@ local function ack_tasks(now, window, keep, first, last)
   if #dedup > 0 then bulk('ZADD', K_DEDUP, nil, dedup) end
   for i = 1, #parts do
     -- An ordered partition was held, so it is in neither index; a limited one may be in either.
-    place(parts[i], now, is_ordered(parts[i]))
+    -- An ack leaves pending tasks alone, and comes first in its script: heads is exact.
+    place(parts[i], now, is_ordered(parts[i]), true)
   end
   if window > 0 and acked > 0 then prune_dedup(now, window, math.min(100 + acked, 1000)) end
   stat('acked', acked)

@@ -29,9 +29,22 @@ local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8
 local K_DEPTH, K_HEADS, K_CONSUMERS, K_QPAUSE, K_PPAUSE = KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 local K_LEASES = KEYS[15]
 local BASE = ARGV[1]
+-- ARGV[1] may carry, after the key base, the most entries the queue's event stream keeps (see
+-- emit): "<prefix>:{<queue>}:<n>". The base ends at the first "}:", as no prefix or queue name
+-- holds '}', so the number costs the callers no argument of its own and the scripts one find.
+local EVENTS_MAX = false
+do
+  local i = string.find(BASE, '}:', 1, true)
+  if i and i + 1 < #BASE then
+    EVENTS_MAX = string.sub(BASE, i + 2)
+    BASE = string.sub(BASE, 1, i + 1)
+  end
+end
 
--- Result codes; engine/errors.go maps them to Go errors.
-local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED, CANCELLED, FINISHED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+-- Result codes; engine/errors.go maps them to Go errors. LEVELS: a publish or requeue would give a
+-- partition more than MAX_LEVELS priorities; REFUSED: a message of a publish batch refused whole.
+local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED, CANCELLED, FINISHED, LEVELS, REFUSED =
+  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 
 local function k_task(id) return BASE .. 't:' .. id end
 local function k_meta(p) return BASE .. 'm:' .. p end
@@ -44,6 +57,17 @@ local K_PRIO = BASE .. 'prio'
 -- K_HALTED is the ZSET of the ordered partitions held by a dead letter, scored by the ms they were
 -- held (settle.lua's bury): like K_PRIO, built from the key base.
 local K_HALTED = BASE .. 'halted'
+
+-- K_EVENTS is the queue's event stream, written only when the caller keeps one (EVENTS_MAX set).
+local K_EVENTS = BASE .. 'ev'
+
+-- emit appends an event of kind about task (or flow) id, with more field, value pairs, to the
+-- queue's event stream in the same call as the change it reports, capped near EVENTS_MAX entries
+-- (MAXLEN ~, so trimming is cheap). Without a stream it does nothing.
+local function emit(kind, id, ...)
+  if not EVENTS_MAX then return end
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*', 'k', kind, 'id', id, ...)
+end
 
 -- Ordered partitions are the keys that start with '!'.
 local function is_ordered(p) return string.byte(p, 1) == 33 end
@@ -329,6 +353,12 @@ end
 -- it is 0, the common case of a queue without priorities, no level set is read or written at all.
 local LEVEL0 = {'0'}
 
+-- MAX_LEVELS is the most non-zero levels a publish or a requeue lets a partition have pending
+-- (engine.MaxPriorityLevels): pick and earliest read one pending set per level, so it bounds what
+-- they cost. A reject or a recovery returns a task to its level even past it (docs/data-model.md,
+-- section 12, says why that stays bounded).
+local MAX_LEVELS = 16
+
 -- levels_of returns p's levels in use, highest first, with '0' among them (whether or not q:0:<p>
 -- holds anything). Cost: 0 calls while no partition uses priorities, else one ZREVRANGE.
 local function levels_of(p)
@@ -365,18 +395,23 @@ local function level_gone(p, level)
   end
 end
 
--- earliest is the smallest available-at among the heads of p's priority levels, and that score as
--- Redis wrote it (see pick); nil when p has nothing pending. Cost: one ZRANGE per priority level in
--- use, plus levels_of.
-local function earliest(p)
-  local levels = levels_of(p)
-  local e, e_s
-  for i = 1, #levels do
-    local head = redis.call('ZRANGE', k_pending(p, levels[i]), '0', '0', 'WITHSCORES')
+-- earliest_below is the smallest of e (a score, with e_s, the same as Redis wrote it; both may be
+-- nil) and the available-at of the heads of the levels that come after the i-th in levels. Cost:
+-- one ZRANGE per such level.
+local function earliest_below(p, levels, i, e, e_s)
+  for j = i + 1, #levels do
+    local head = redis.call('ZRANGE', k_pending(p, levels[j]), '0', '0', 'WITHSCORES')
     local s = tonumber(head[2])
     if s and (not e or s < e) then e, e_s = s, head[2] end
   end
   return e, e_s
+end
+
+-- earliest is the smallest available-at among the heads of p's priority levels, and that score as
+-- Redis wrote it (see pick); nil when p has nothing pending. Cost: one ZRANGE per priority level in
+-- use, plus levels_of.
+local function earliest(p)
+  return earliest_below(p, levels_of(p), 0)
 end
 
 -- pick returns the task p serves next at time now: the head of the highest priority level whose
@@ -384,13 +419,20 @@ end
 -- pending key and the score of the task behind it in that level (nil if none), also as Redis wrote
 -- it: whatever form Redis replies in ('1700000000000' from Redis, '1.7e+12' from the embedded one)
 -- parses back to the same double, so that string goes back to Redis as it is (head_is) instead of
--- being formatted again (int). levels, highest first, may be passed when already read.
+-- being formatted again (int). Then the level's place in levels, and the smallest score of the
+-- delayed heads of the levels before it (nil if none), as a number and as Redis wrote it: with
+-- the task behind the one served and earliest_below, it gives p's earliest available-at once the
+-- task is taken, without reading those levels again. levels, highest first, may be passed when
+-- already read. Cost: one ZRANGE per level down to the one served.
 local function pick(p, now, levels)
   levels = levels or levels_of(p)
+  local low, low_s
   for i = 1, #levels do
     local kp = k_pending(p, levels[i])
     local head = redis.call('ZRANGE', kp, '0', '1', 'WITHSCORES')
-    if head[2] and tonumber(head[2]) <= now then return head[1], levels[i], kp, tonumber(head[4]), head[4] end
+    local s = tonumber(head[2])
+    if s and s <= now then return head[1], levels[i], kp, tonumber(head[4]), head[4], i, low, low_s end
+    if s and (not low or s < low) then low, low_s = s, head[2] end
   end
   return nil
 end
@@ -413,12 +455,16 @@ end
 -- ended is, which spares the look-ups of ready and sched. Counts the partitions that became ready,
 -- for wake-ups, and returns whether p is in ready now. Only a place that reads or removes members
 -- of ready flushes it first: an ack that releases 10 held partitions (outside) sends their 10
--- pushes as one ZADD, not one each.
-local function place(p, now, outside)
+-- pushes as one ZADD, not one each. settled says that nothing changed p's pending tasks in this
+-- script so far, so that heads has p's earliest available-at (index_flush keeps it exact at the
+-- end of every script): one ZSCORE instead of earliest, which reads every priority level.
+local function place(p, now, outside, settled)
   if not outside then ready_flush() end
   local paused, limit, blocked = meta(p)
   local e
-  if not paused and not is_held(p, limit) then e = earliest(p) end
+  if not paused and not is_held(p, limit) then
+    if settled then e = tonumber(redis.call('ZSCORE', K_HEADS, p)) else e = earliest(p) end
+  end
   if not e then
     if not outside then
       redis.call('ZREM', K_READY, p)

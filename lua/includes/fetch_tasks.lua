@@ -103,20 +103,25 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
         place(p, now)
       else
         local levels = levels_of(p)
-        local member, level, kp, next_score, next_s = pick(p, now, levels)
+        local member, level, kp, next_score, next_s, at, low, low_s = pick(p, now, levels)
+        -- p's new head, once member is taken: the task behind it, the delayed heads of the levels
+        -- pick looked at before its level, and the heads of the levels after it (with one level,
+        -- the first alone).
+        local e, e_s = next_score, next_s
+        if member then
+          if low and (not e or low < e) then e, e_s = low, low_s end
+          e, e_s = earliest_below(p, levels, at, e, e_s)
+        end
         if not member then
           redis.call('ZREM', K_READY, p)
           place(p, now)
         elseif is_ordered(p) then
           take(p, member, level, kp, next_score, true)
-          -- With one level, the task behind the one taken is p's new head.
-          if #levels == 1 then head_is(p, next_score, next_s) else head_is(p, false) end
+          head_is(p, e, e_s)
           ready_del(p) -- held by this consumer until its leased tasks end
           held[#held + 1] = p
         else
           take(p, member, level, kp, next_score, limit)
-          local e, e_s = next_score, next_s
-          if #levels > 1 then e, e_s = earliest(p) end
           head_is(p, e, e_s)
           if limit and redis.call('SCARD', k_held(p)) >= limit then e = nil end
           if not e then

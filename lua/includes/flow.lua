@@ -113,6 +113,7 @@ end
 -- it kept or a caller waits, and its flow's next steps. A step that ended for good forgets its
 -- parents.
 local function task_end(id, kt, s, v, e, qkeep, now)
+  if s == 'cancelled' then emit('cancelled', id, 'e', e or '') end
   local f = redis.call('HMGET', kt, 'o', 'F', 'H')
   local keep, waiter = outcome_spec(f[1])
   if qkeep > keep then keep = qkeep end
@@ -126,10 +127,17 @@ local function task_end(id, kt, s, v, e, qkeep, now)
 end
 
 -- flow_release makes waiting step id (record kt) a pending task of its partition, as if published
--- now: a new sequence number, available after its delay or at its At.
+-- now: a new sequence number, available after its delay or at its At, at its priority unless its
+-- partition is at the cap of priorities (MAX_LEVELS).
 local function flow_release(id, kt, now)
   local f = redis.call('HMGET', kt, 'p', 'r', 'y', 't')
   local p, level = f[1], f[2] or '0'
+  if level ~= '0' and not redis.call('ZSCORE', k_levels(p), level) and redis.call('ZCARD', k_levels(p)) >= MAX_LEVELS then
+    -- The partition has the most priorities it may (no publish can add one): the step joins the
+    -- nearest one below its own, or 0.
+    level = redis.call('ZREVRANGEBYSCORE', k_levels(p), level, '-inf', 'LIMIT', '0', '1')[1] or '0'
+    if level == '0' then redis.call('HDEL', kt, 'r') else redis.call('HSET', kt, 'r', level) end
+  end
   local t = now + (tonumber(f[3]) or 0)
   local at = tonumber(f[4]) or 0
   if at > t then t = at end
@@ -137,6 +145,7 @@ local function flow_release(id, kt, now)
   redis.call('HDEL', kt, 'S', 'R', 'B', 'y')
   redis.call('HSET', kt, 's', s, 't', int(t))
   pend(id, kt, p, level, s, t)
+  emit('released', id, 'p', p)
   stat('waiting', -1)
   stat('pending', 1)
   place(p, now)
@@ -245,7 +254,15 @@ local function flow_noted(fid, name, s, v, now)
   if ok == n then state = 'o' elseif bad > 0 then state = 'x' end
   redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin, 'S', state)
   if state ~= (f[5] or '') then
-    if state == 'o' then stat('flows_completed', 1) elseif state == 'x' then stat('flows_failed', 1) end
+    if state == 'o' then
+      stat('flows_completed', 1)
+      emit('flow_completed', fid)
+    elseif state == 'x' then
+      stat('flows_failed', 1)
+      emit('flow_failed', fid, 's', name)
+    else
+      emit('flow_running', fid, 's', name)
+    end
   end
   if ok + bad == n then
     if not f[7] then

@@ -5,6 +5,14 @@
 -- hot scripts (publish, fetch, ack) do not need these: keeping them out saves those scripts
 -- about 1.5 µs a call.
 
+-- level_full says whether adding level to p's levels would take p past MAX_LEVELS: level is not
+-- 0, not among them, and p has MAX_LEVELS already. Cost: 0 calls for level 0, else 1–2.
+local function level_full(p, level)
+  if level == '0' then return false end
+  if redis.call('ZSCORE', k_levels(p), level) then return false end
+  return redis.call('ZCARD', k_levels(p)) >= MAX_LEVELS
+end
+
 -- unlease ends the lease of task id of partition p.
 local function unlease(id, kt, p)
   redis.call('ZREM', K_INFLIGHT, id)
@@ -50,6 +58,7 @@ local function drop(id)
     redis.call('DEL', k_parents(id))
   end
   if f[4] then unhalt(f[5], id) end
+  emit('purged', id)
   redis.call('DEL', kt)
   redis.call('ZREM', K_DEAD, id)
 end
@@ -63,6 +72,7 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   redis.call('HSET', kt, 'S', 'd')
   if reason ~= '' then redis.call('HSET', kt, 'x', reason) else reason = redis.call('HGET', kt, 'x') end
   task_end(id, kt, 'dead', nil, reason, 0, now)
+  emit('dead', id, 'e', reason or '')
   -- Published to hold its ordered partition when it dies (j): the rest of the partition waits
   -- until this dead letter is requeued or deleted, or the partition is resumed. The caller places
   -- the partition, which finds it held.

@@ -31,7 +31,7 @@
     { key: "published", cls: "s-published", label: "published/s" },
     { key: "acked", cls: "s-acked", label: "acked/s" },
     { key: "rejected", cls: "s-rejected", label: "retried/s" },
-    { key: "deadLettered", cls: "s-dead", label: "dead-lettered/s" }
+    { key: "dead_lettered", cls: "s-dead", label: "dead-lettered/s" }
   ];
   var prev = null;   // last sample: {t, totals}
   var points = [];   // [{t, rates: {key: per second}}]
@@ -58,7 +58,7 @@
   }
 
   function sample(data) {
-    var now = { t: data.serverTime, totals: totals(data) };
+    var now = { t: data.server_time, totals: totals(data) };
     if (prev && now.t > prev.t) {
       var dt = (now.t - prev.t) / 1000, rates = {};
       series.forEach(function (s) {
@@ -134,7 +134,7 @@
         updateCounts(data);
         draw();
         var last = points.length ? points[points.length - 1].rates : null;
-        showStatus("updated " + new Date(data.serverTime).toLocaleTimeString() +
+        showStatus("updated " + new Date(data.server_time).toLocaleTimeString() +
           (last ? " · " + fmt(last.acked) + " acked/s" : ""));
       })
       .catch(function (err) { showStatus("refresh failed: " + err.message); })
