@@ -800,7 +800,8 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) (firing, error) 
 		f.due = r.dueAt()
 		return func(p redis.Pipeliner) {
 			if len(args) > 0 {
-				p.EvalSha(ctx, scriptPublish.sha, e.scriptKeys, e.evalArgs(append([]any{int64(0)}, args...))...)
+				cmd, _ := e.command(ctx, scriptPublish, false, tickBatches(args))
+				_ = p.Process(ctx, cmd) // its error is cmd's, read after EXEC
 			}
 			r.write(ctx, p, e.keys, name)
 		}, nil
@@ -808,16 +809,40 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) (firing, error) 
 	if errors.Is(err, redis.TxFailedErr) {
 		return firing{}, nil // another scheduler changed it: it fired, or the schedule was changed
 	}
-	if len(args) > 0 && len(cmds) > 0 && isNoScript(cmds[0].Err()) {
-		// EXEC ran the record's update, but the server did not know publish.lua: publish the
-		// ticks now. No other scheduler publishes them: the record has moved past them.
-		if _, err := e.run(ctx, scriptPublish, append([]any{int64(0)}, args...)...); err != nil {
-			return f, fmt.Errorf("publish the ticks %v after a NOSCRIPT: %w", f.fired, err)
+	var published any
+	if len(args) > 0 && len(cmds) > 0 {
+		published = cmds[0].(*redis.Cmd).Val()
+		if isNoScript(cmds[0].Err()) {
+			// EXEC ran the record's update, but the server did not know publish.lua: publish the
+			// ticks now. No other scheduler publishes them: the record has moved past them.
+			if published, err = e.run(ctx, scriptPublish, tickBatches(args)...); err != nil {
+				return f, fmt.Errorf("publish the ticks %v after a NOSCRIPT: %w", f.fired, err)
+			}
 		}
-		err = nil
 	}
 	if err != nil {
 		return firing{}, err
+	}
+	if published != nil {
+		// A tick refused by the priority cap of its partition (ErrTooManyPriorities) is missed.
+		codes, err := replyCodes(published, len(f.fired))
+		if err != nil {
+			return f, err
+		}
+		var refused []FiredTick
+		f.fired = slices.DeleteFunc(f.fired, func(t FiredTick) bool {
+			c := codes[0]
+			codes = codes[1:]
+			if c == codeLevels || c == codeRefused {
+				refused = append(refused, t)
+				return true
+			}
+			return false
+		})
+		if len(refused) > 0 {
+			f.missed += int64(len(refused))
+			return f, fmt.Errorf("ticks %v: %w", refused, ErrTooManyPriorities)
+		}
 	}
 	if len(flows) > 0 {
 		if err := e.publishFlowTicks(ctx, name, def, jit, flows); err != nil {
@@ -825,6 +850,18 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) (firing, error) 
 		}
 	}
 	return f, nil
+}
+
+// tickBatches returns publish.lua's arguments for the messages in args (publishArgs values each),
+// each message a batch of its own: a tick the priority cap refuses does not take the others along.
+func tickBatches(args []any) []any {
+	n := len(args) / publishArgs
+	out := make([]any, 0, 2+n+len(args))
+	out = append(out, 0, n)
+	for range n {
+		out = append(out, 1)
+	}
+	return append(out, args...)
 }
 
 // publishFlowTicks publishes the flows of ticks of schedule name, then takes them off the
