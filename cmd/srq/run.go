@@ -47,7 +47,7 @@ Commands:
   pause [--partition P|--base] pause one partition (--base: the base partition), or the whole queue
   resume [--partition P|--base] resume one partition, or the whole queue
   task <id>                    one task's record
-  watch                        refresh stats every --interval, with rates
+` + scheduleUsage + `  watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
                                --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public
 
@@ -207,6 +207,7 @@ func (c *cli) dispatch(args []string) error {
 		"queues": c.queues, "stats": c.stats, "partitions": c.partitions, "inflight": c.inflight,
 		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
 		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
+		"schedule": c.schedule,
 	}
 	if cmd == "help" {
 		fmt.Fprint(c.stdout, usageText)
