@@ -12,9 +12,9 @@ import (
 
 type Report struct{ Kind string }
 
-// Schedule a task every second, and let a Scheduler publish its ticks: run one in every process
-// you like, or none beside your workers, which fire their queue's schedules too. Each tick is
-// published once, whatever the number of schedulers.
+// Schedule a task every second, and let Schedulers publish its ticks: run one in every replica of
+// a service, or in a process of its own. Each tick is published once, whatever the number of
+// schedulers.
 func ExampleQueue_Schedule() {
 	client, done := exampleredis.MustEmbedded()
 	defer done()

@@ -36,7 +36,7 @@ type SchedulerConfig struct {
 }
 
 // Scheduler fires the schedules of one or more queues: it publishes each tick's task (or flow)
-// when the tick is due by the Redis server's clock. Any number of schedulers, and workers, may
+// when the tick is due by the Redis server's clock. Any number of schedulers may
 // fire the same schedules at once, in any number of processes: each tick is published once
 // (docs/schedules.md), so there is no leader to elect and a replica killed at any moment loses
 // nothing. It needs no payload type: it publishes the stored, encoded payload. Make one with

@@ -17,10 +17,10 @@ type Schedule struct {
 	// Cron and TimeZone, or Every, say when it ticks.
 	Cron     string        `json:"cron,omitempty"`
 	TimeZone string        `json:"time_zone,omitempty"`
-	Every    time.Duration `json:"every,omitempty"`
-	Jitter   time.Duration `json:"jitter,omitempty"`
+	Every    time.Duration `json:"every_ns,omitempty"`
+	Jitter   time.Duration `json:"jitter_ns,omitempty"`
 	CatchUp  int           `json:"catch_up"`
-	Grace    time.Duration `json:"grace"`
+	Grace    time.Duration `json:"grace_ns"`
 	// Kind is "task", or "flow" for a schedule that publishes a flow each tick.
 	Kind string `json:"kind"`
 	// Partition is the partition of a task schedule's ticks, or of a flow's first step.
