@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/srqueue/srq/partition"
 )
 
 func mustTiming(t *testing.T, def ScheduleTiming) timing {
@@ -227,4 +229,63 @@ func TestScheduleNames(t *testing.T) {
 	if !errors.Is(ErrScheduleNotFound, ErrNotFound) {
 		t.Error("ErrScheduleNotFound does not match ErrNotFound")
 	}
+}
+
+// TestScheduleKeysDistinct: the schedule keys differ from each other and from every other kind of
+// key of the queue, whatever the name (docs/data-model.md, sections 7 and 14).
+func TestScheduleKeysDistinct(t *testing.T) {
+	t.Parallel()
+	k, err := NewKeys("srq", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"", "ons", "ondue", "x", ":", "cr:", "t:x", "due"}
+	seen := map[string]string{k.Schedules(): "crons", k.SchedulesDue(): "crondue"}
+	for _, s := range append(k.ScriptKeys(), k.Prio()) {
+		seen[s] = "fixed"
+	}
+	for _, n := range names {
+		for kind, key := range map[string]string{"schedule": k.Schedule(n), "task": k.Task(n), "meta": k.Meta(partition.Key(n)),
+			"outcome": k.Outcome(n), "levels": k.Levels(partition.Key(n)), "held": k.Held(partition.Key(n)), "ratelimit": k.RateLimit(n)} {
+			if other, ok := seen[key]; ok {
+				t.Errorf("%s key of %q is %q, as a %s key", kind, n, key, other)
+			}
+			seen[key] = kind + " " + n
+		}
+	}
+}
+
+// FuzzScheduleTiming: whatever the expression, zone and interval, parsing does not panic, and a
+// timing that parses ticks strictly later each time; one firing publishes ticks in order, none
+// after now, at most CatchUp + 1, and its next tick is after now.
+func FuzzScheduleTiming(f *testing.F) {
+	f.Add("*/5 * * * *", "", int64(0), int64(1_800_000_000_000), int64(3_600_000), 2)
+	f.Add("", "", int64(1000), int64(1_800_000_000_500), int64(10_500), 0)
+	f.Add("0 30 2 * * *", "America/New_York", int64(0), int64(1_772_900_000_000), int64(90_000_000), 3)
+	f.Add("@daily", "Asia/Kolkata", int64(0), int64(0), int64(1), 1)
+	f.Fuzz(func(t *testing.T, cronSpec, zone string, everyMs, from, span int64, catchUp int) {
+		tm, err := parseTiming(&ScheduleTiming{Cron: cronSpec, TimeZone: zone, Every: time.Duration(everyMs) * time.Millisecond})
+		if err != nil {
+			return
+		}
+		from = max(min(from, 4_000_000_000_000), 0)
+		first := tm.next(from)
+		if first == 0 {
+			return
+		}
+		if first <= from {
+			t.Fatalf("next(%d) = %d, not later", from, first)
+		}
+		now := first + max(min(span, 10*24*3600*1000), 0)
+		catchUp = max(min(catchUp, 20), 0)
+		d := tm.due(first, now, DefaultScheduleGrace.Milliseconds(), catchUp)
+		if len(d.fire) > catchUp+1 || !slices.IsSorted(d.fire) || (d.next != 0 && d.next <= now) {
+			t.Fatalf("due(%d, %d, catch up %d) = %+v", first, now, catchUp, d)
+		}
+		for i, x := range d.fire {
+			if x < first || x > now || (i > 0 && x == d.fire[i-1]) {
+				t.Fatalf("due(%d, %d) fires %d", first, now, x)
+			}
+		}
+	})
 }
