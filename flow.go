@@ -195,39 +195,13 @@ func PublishFlow(ctx context.Context, f *Flow) (FlowResult, error) {
 }
 
 func publishFlow(ctx context.Context, f *Flow) (FlowResult, error) {
-	spec := &engine.FlowSpec{ID: f.ID, Keep: f.Keep, Steps: make([]engine.FlowStep, len(f.Steps))}
-	if spec.ID == "" {
-		spec.ID = engine.NewID()
+	id := f.ID
+	if id == "" {
+		id = engine.NewID()
 	}
-	in := make(map[*Step]bool, len(f.Steps))
-	for _, s := range f.Steps {
-		if s == nil {
-			return FlowResult{}, fmt.Errorf("%w: a nil step", ErrInvalid)
-		}
-		in[s] = true
-	}
-	var registered []*shardSet
-	for i, s := range f.Steps {
-		if s.err != nil {
-			return FlowResult{}, s.err
-		}
-		st := engine.FlowStep{Name: s.name, Message: s.msg}
-		st.Engine = s.shards.of(st.Message.Partition)
-		st.Message.Headers = maps.Clone(s.headers)
-		if st.Message.Headers == nil {
-			st.Message.Headers = map[string]string{}
-		}
-		st.Message.Headers[flowHeader] = spec.ID
-		for j, p := range s.after {
-			if !in[p] {
-				return FlowResult{}, fmt.Errorf("%w: step %q depends on step %q, which is not in the flow", ErrInvalid, s.name, p.name)
-			}
-			st.After = append(st.After, engine.FlowEdge{Parent: p.name, Policy: s.policy[j]})
-		}
-		spec.Steps[i] = st
-		if !containsSet(registered, s.shards) {
-			registered = append(registered, s.shards)
-		}
+	spec, registered, err := flowSpec(f, id)
+	if err != nil {
+		return FlowResult{}, err
 	}
 	if err := engine.ValidateFlow(spec); err != nil {
 		return FlowResult{}, err
@@ -239,6 +213,44 @@ func publishFlow(ctx context.Context, f *Flow) (FlowResult, error) {
 	}
 	dup, err := engine.PublishFlow(ctx, spec)
 	return FlowResult{ID: spec.ID, Duplicate: dup}, err
+}
+
+// flowSpec returns the engine's spec of f with the flow id id, and the queues its steps go to. It
+// fails with ErrInvalid for a nil step, a step whose Queue.Step failed, or a dependency on a step
+// not in f.
+func flowSpec(f *Flow, id string) (*engine.FlowSpec, []*shardSet, error) {
+	spec := &engine.FlowSpec{ID: id, Keep: f.Keep, Steps: make([]engine.FlowStep, len(f.Steps))}
+	in := make(map[*Step]bool, len(f.Steps))
+	for _, s := range f.Steps {
+		if s == nil {
+			return nil, nil, fmt.Errorf("%w: a nil step", ErrInvalid)
+		}
+		in[s] = true
+	}
+	var registered []*shardSet
+	for i, s := range f.Steps {
+		if s.err != nil {
+			return nil, nil, s.err
+		}
+		st := engine.FlowStep{Name: s.name, Message: s.msg}
+		st.Engine = s.shards.of(st.Message.Partition)
+		st.Message.Headers = maps.Clone(s.headers)
+		if st.Message.Headers == nil {
+			st.Message.Headers = map[string]string{}
+		}
+		st.Message.Headers[flowHeader] = spec.ID
+		for j, p := range s.after {
+			if !in[p] {
+				return nil, nil, fmt.Errorf("%w: step %q depends on step %q, which is not in the flow", ErrInvalid, s.name, p.name)
+			}
+			st.After = append(st.After, engine.FlowEdge{Parent: p.name, Policy: s.policy[j]})
+		}
+		spec.Steps[i] = st
+		if !containsSet(registered, s.shards) {
+			registered = append(registered, s.shards)
+		}
+	}
+	return spec, registered, nil
 }
 
 func containsSet(sets []*shardSet, s *shardSet) bool {

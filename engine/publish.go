@@ -86,14 +86,9 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 			id = NewID()
 		}
 		out[i].ID = id
-		var at int64
-		if !m.At.IsZero() {
-			at = max(m.At.UnixMilli(), 1)
-		}
-		headers := encodeHeaders(m.Headers)
-		bytes += len(m.Payload) + len(headers)
-		args = append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
-			m.MaxAttempts, headers, m.Payload, outcomeSpec(m.KeepOutcome, m.Wait), flag(m.HoldOnDead))
+		var n int
+		args, n = messageArgs(args, id, m)
+		bytes += n
 	}
 	o := &op{msgs: args, bytes: bytes}
 	if err := e.pubs.do(ctx, o); err != nil {
@@ -110,6 +105,18 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 
 // publishArgs is the number of publish.lua arguments per message.
 const publishArgs = 10
+
+// messageArgs appends the publishArgs values of publish.lua for m, published with id, to args,
+// and returns them with the bytes of m's payload and encoded headers.
+func messageArgs(args []any, id string, m *Message) ([]any, int) {
+	var at int64
+	if !m.At.IsZero() {
+		at = max(m.At.UnixMilli(), 1)
+	}
+	headers := encodeHeaders(m.Headers)
+	return append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
+		m.MaxAttempts, headers, m.Payload, outcomeSpec(m.KeepOutcome, m.Wait), flag(m.HoldOnDead)), len(m.Payload) + len(headers)
+}
 
 // flag is a script's boolean argument: "1" or "".
 func flag(b bool) string {

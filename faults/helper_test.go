@@ -33,7 +33,8 @@ type helperConfig struct {
 	// until its context ends (the test stops and resumes the process meanwhile), print "holding
 	// <id> <token>" when it starts, return nil late, then shut down. Mode "hold": as "work", but
 	// hold every first delivery of a task whose id starts with Hold as "stall" holds the first task,
-	// and go on working.
+	// and go on working. Mode "schedule": fire the queue's schedules with a Scheduler until
+	// SIGTERM, running no worker (scheduleMain).
 	Mode        string
 	Hold        string // the prefix of the ids of the tasks mode "hold" holds
 	CheckLeases bool   // record with LeaseMiddleware: check each lease in Redis as its handler starts
@@ -72,6 +73,9 @@ func helperMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	fmt.Println(helperReady) // SIGTERM now shuts down gracefully (proc.stop waits for this)
+	if cfg.Mode == "schedule" {
+		return scheduleMain(ctx, c, cfg)
+	}
 	h := work(cfg.Work)
 	switch cfg.Mode {
 	case "hold":

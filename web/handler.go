@@ -20,7 +20,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates under assets/, each rendered inside layout.html.
-var pageNames = []string{"overview", "queue", "partitions", "inflight", "dead", "task", "error"}
+var pageNames = []string{"overview", "queue", "partitions", "inflight", "dead", "task", "schedules", "error"}
 
 // handler serves the dashboard; see NewHandler.
 type handler struct {
@@ -39,7 +39,8 @@ type handler struct {
 //
 // Every link it writes is relative, so it works under any prefix. Pages: the queues with a live
 // throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), its
-// tasks in flight (GET /inflight), its dead letters (GET /dead) and one task (GET /task), plus
+// tasks in flight (GET /inflight), its dead letters (GET /dead), one task (GET /task) and its
+// schedules (GET /schedules, with pause, resume, run now and delete), plus
 // the JSON the chart polls (GET /api/stats). Mutations are POST only, need a same-origin request
 // and a CSRF token from a page, bound to the browser's session cookie (srq_session, set by the
 // first page), and are refused with 403 in read-only mode. NewHandler fails
@@ -75,12 +76,15 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	m.HandleFunc("GET /inflight", h.inflight)
 	m.HandleFunc("GET /dead", h.dead)
 	m.HandleFunc("GET /task", h.task)
+	m.HandleFunc("GET /schedules", h.schedules)
 	m.HandleFunc("GET /api/stats", h.apiStats)
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
 	for path, act := range map[string]action{
 		"/requeue": h.requeue, "/purge": h.purge,
 		"/pause-partition": h.pausePartition, "/resume-partition": h.resumePartition,
 		"/pause-queue": h.pauseQueue, "/resume-queue": h.resumeQueue,
+		"/pause-schedule": h.scheduleAction("pause"), "/resume-schedule": h.scheduleAction("resume"),
+		"/trigger-schedule": h.scheduleAction("trigger"), "/delete-schedule": h.scheduleAction("delete"),
 	} {
 		m.HandleFunc("POST "+path, h.mutation(act))
 		m.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {

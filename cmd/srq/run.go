@@ -48,7 +48,7 @@ Commands:
   resume [--partition P|--base] resume one partition, or the whole queue
   task <id>                    one task's record
   queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
-  watch                        refresh stats every --interval, with rates
+` + scheduleUsage + `  watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
                                --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public
 
@@ -215,6 +215,7 @@ func (c *cli) dispatch(args []string) error {
 		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
 		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
 		"queue delete": c.queueDelete,
+		"schedule": c.schedule,
 	}
 	if cmd == "help" {
 		fmt.Fprint(c.stdout, usageText)

@@ -1,0 +1,161 @@
+// Command schedule shows srq's schedules: a task every second and a nightly report in a time
+// zone, fired by three schedulers at once, as three replicas of a service would, with no leader:
+// each tick is published once, with an id derived from the schedule and the tick. It pauses,
+// resumes and triggers a schedule, then deletes both. It runs on an embedded Redis unless
+// REDIS_URL names a real one, and ends by itself after about five seconds with a summary.
+//
+//	go run ./examples/schedule
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/devredis"
+)
+
+// Job is the payload of every tick.
+type Job struct {
+	Kind string
+}
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, where, stop, err := devredis.Connect()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	fmt.Println("redis:", where)
+	if err := run(ctx, client); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, client redis.UniversalClient) error {
+	name := fmt.Sprintf("schedule-%d", time.Now().UnixNano())
+	q, err := srq.NewQueue[Job](client, srq.QueueConfig{Name: name})
+	if err != nil {
+		return err
+	}
+	// Schedule is an upsert: every replica may run it at start; the last one wins, ticks go on.
+	if _, err := q.Schedule(ctx, "heartbeat", Job{Kind: "heartbeat"}, &srq.ScheduleOpts{Every: time.Second}); err != nil {
+		return err
+	}
+	nightly, err := q.Schedule(ctx, "nightly-report", Job{Kind: "report"}, &srq.ScheduleOpts{
+		Cron: "0 2 * * *", TimeZone: "Europe/Berlin", CatchUp: 1,
+		Publish: srq.PublishOpts{Partition: "reports", Ordered: true, MaxAttempts: 5}})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("nightly-report next runs at %s\n", nightly.Next.UTC().Format(time.RFC3339))
+
+	// A bad schedule is refused whole, and nothing is stored.
+	_, err = q.Schedule(ctx, "broken", Job{}, &srq.ScheduleOpts{Cron: "every night at two"})
+	fmt.Println("refused:", err)
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	var wg sync.WaitGroup
+	for range 3 {
+		s, err := srq.NewScheduler(client, srq.SchedulerConfig{Queues: []string{name}, Logger: quiet})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { _ = s.Run(runCtx) })
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[Job](func(ctx context.Context, t *srq.Task[Job]) error {
+		mu.Lock()
+		runs[t.ID]++
+		mu.Unlock()
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		return err
+	}
+	wg.Go(func() { _ = w.Run(runCtx) })
+
+	sleep := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	if err := sleep(3 * time.Second); err != nil {
+		return err
+	}
+	// Pausing stops the ticks; resuming goes on at the next one, without the ticks in between.
+	if err := q.PauseSchedule(ctx, "heartbeat"); err != nil {
+		return err
+	}
+	if err := sleep(1500 * time.Millisecond); err != nil {
+		return err
+	}
+	if err := q.ResumeSchedule(ctx, "heartbeat"); err != nil {
+		return err
+	}
+	// Run the nightly report now, outside its ticks.
+	id, err := q.TriggerSchedule(ctx, "nightly-report")
+	if err != nil {
+		return err
+	}
+	fmt.Println("triggered the nightly report:", strings.HasPrefix(id, "sched/nightly-report/now-"))
+	if err := sleep(1500 * time.Millisecond); err != nil {
+		return err
+	}
+	list, err := q.Schedules(ctx, "", 10)
+	if err != nil {
+		return err
+	}
+	stopAll()
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	ticks, twice := 0, 0
+	for id, n := range runs {
+		if strings.HasPrefix(id, "sched/heartbeat/") {
+			ticks++
+		}
+		if n > 1 {
+			twice++
+		}
+	}
+	fmt.Printf("heartbeat ticks run: %d, by 3 schedulers; tasks run more than once: %d\n", ticks, twice)
+	for _, s := range list {
+		when := "every " + s.Every.String()
+		if s.Cron != "" {
+			when = s.Cron + " " + s.TimeZone
+		}
+		fmt.Printf("schedule %-15s %-22s fired %d, missed %d, paused %v\n", s.Name, when, s.Fired, s.Missed, s.Paused)
+	}
+	for _, s := range list {
+		if _, err := q.DeleteSchedule(ctx, s.Name); err != nil {
+			return err
+		}
+	}
+	left, err := q.Schedules(ctx, "", 10)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("deleted the schedules: %d left\n", len(left))
+	if ticks < 3 || twice > 0 {
+		return fmt.Errorf("heartbeat ran %d ticks, %d tasks more than once", ticks, twice)
+	}
+	return nil
+}

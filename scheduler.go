@@ -1,0 +1,248 @@
+package srq
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq/engine"
+)
+
+// SchedulerConfig configures a Scheduler. Zero values mean the documented defaults.
+type SchedulerConfig struct {
+	// Queues names the queues whose schedules the scheduler fires; one not registered yet (no
+	// schedule, publish or worker so far) is looked up again on every pass until it is. Default:
+	// every queue registered under Prefix (a queue registers when it first publishes, is
+	// scheduled, or a worker starts on it), looked up again every QueuesRefresh.
+	Queues []string
+	// Prefix starts the queues' Redis keys. Default "srq".
+	Prefix string
+	// PollInterval is the longest the scheduler waits before it looks at the due schedules
+	// again; it sleeps until the next schedule it knows of is due, so this bounds only how late
+	// it sees a schedule created or changed meanwhile. Default 1s.
+	PollInterval time.Duration
+	// QueuesRefresh is how often the queues and their shard counts are looked up again.
+	// Default 10s.
+	QueuesRefresh time.Duration
+	// Logger receives what the scheduler does: each tick published (Debug), ticks missed (Warn),
+	// errors (Error). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Scheduler fires the schedules of one or more queues: it publishes each tick's task (or flow)
+// when the tick is due by the Redis server's clock. Any number of schedulers may
+// fire the same schedules at once, in any number of processes: each tick is published once
+// (docs/schedules.md), so there is no leader to elect and a replica killed at any moment loses
+// nothing. It needs no payload type: it publishes the stored, encoded payload. Make one with
+// NewScheduler.
+type Scheduler struct {
+	client  redis.UniversalClient
+	cfg     SchedulerConfig
+	log     *slog.Logger
+	running atomic.Bool
+
+	refreshed time.Time
+	engines   []queueEngines
+	missing   bool // a queue of cfg.Queues is not registered yet
+}
+
+// queueEngines is a queue's shard engines.
+type queueEngines struct {
+	name string
+	engs []*engine.Engine
+}
+
+// NewScheduler returns a scheduler of cfg.Queues (every registered queue when empty) on client.
+// It does not talk to Redis. It fails with ErrInvalid for a nil client, an invalid queue name or
+// prefix, or a negative interval.
+func NewScheduler(client redis.UniversalClient, cfg SchedulerConfig) (*Scheduler, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalid)
+	}
+	cfg.Prefix = cmp.Or(cfg.Prefix, engine.DefaultPrefix)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
+	cfg.QueuesRefresh = cmp.Or(cfg.QueuesRefresh, 10*time.Second)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.PollInterval < 0 || cfg.QueuesRefresh < 0 {
+		return nil, fmt.Errorf("%w: negative PollInterval or QueuesRefresh", ErrInvalid)
+	}
+	for _, q := range cfg.Queues {
+		if _, err := engine.NewKeys(cfg.Prefix, q); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Queues = append([]string(nil), cfg.Queues...)
+	return &Scheduler{client: client, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Run fires due ticks until ctx ends, then returns nil. A failure to reach Redis is logged and
+// tried again every PollInterval; it never ends Run. It fails with ErrRunning when the scheduler
+// is running already (one Run or Fire at a time).
+func (s *Scheduler) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer s.running.Store(false)
+	return fireLoop(ctx, s.cfg.PollInterval, s.log, s.fire)
+}
+
+// Fire publishes every tick that is due now, once, and returns them: for a process that runs from
+// cron itself, and for tests. It fails with ErrRunning while Run runs, with the error of looking
+// up the queues, and with the joined errors of the shards it could not fire (the others are
+// fired).
+func (s *Scheduler) Fire(ctx context.Context) ([]FiredTick, error) {
+	if !s.running.CompareAndSwap(false, true) {
+		return nil, ErrRunning
+	}
+	defer s.running.Store(false)
+	_, fired, err := s.fire(ctx)
+	return fired, err
+}
+
+// fire is one pass over the queues: it returns how long until the next known tick.
+func (s *Scheduler) fire(ctx context.Context) (time.Duration, []engine.FiredTick, error) {
+	if s.engines == nil || s.missing || time.Since(s.refreshed) >= s.cfg.QueuesRefresh {
+		if err := s.refresh(ctx); err != nil {
+			return s.cfg.PollInterval, nil, err
+		}
+	}
+	wait := s.cfg.PollInterval
+	var fired []engine.FiredTick
+	var errs []error
+	for _, q := range s.engines {
+		w, f, err := fireShards(ctx, q.name, q.engs, s.log)
+		wait = min(wait, w)
+		fired = append(fired, f...)
+		errs = append(errs, err)
+	}
+	return wait, fired, errors.Join(errs...)
+}
+
+// refresh looks up the queues and their shard counts.
+func (s *Scheduler) refresh(ctx context.Context) error {
+	var names []string
+	counts := map[string]int{}
+	missing := false
+	if len(s.cfg.Queues) == 0 {
+		qs, err := engine.Queues(ctx, s.client, s.cfg.Prefix)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Err != nil {
+				s.log.Error("srq: scheduler skips a queue", "queue", q.Name, "err", q.Err)
+				continue
+			}
+			names = append(names, q.Name)
+			counts[q.Name] = q.Shards
+		}
+	} else {
+		for _, name := range s.cfg.Queues {
+			n, err := engine.QueueShards(ctx, s.client, s.cfg.Prefix, name)
+			if errors.Is(err, engine.ErrQueueNotFound) {
+				missing = true // nothing was scheduled on it yet: Schedule registers the queue
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			names = append(names, name)
+			counts[name] = n
+		}
+	}
+	engines := make([]queueEngines, 0, len(names))
+	for _, name := range names {
+		q := queueEngines{name: name}
+		for i := range counts[name] {
+			e, err := engine.New(s.client, engine.Config{Queue: engine.ShardQueue(name, counts[name], i), Prefix: s.cfg.Prefix})
+			if err != nil {
+				return err
+			}
+			q.engs = append(q.engs, e)
+		}
+		engines = append(engines, q)
+	}
+	s.engines, s.refreshed, s.missing = engines, time.Now(), missing
+	return nil
+}
+
+// fireBatch is how many schedules one FireSchedules call fires.
+const fireBatch = 100
+
+// fireShards fires the due ticks of queue's shards and returns how long until the next known tick
+// (an hour when none is known).
+func fireShards(ctx context.Context, queue string, engs []*engine.Engine, log *slog.Logger) (time.Duration, []engine.FiredTick, error) {
+	wait := time.Hour
+	var fired []engine.FiredTick
+	var errs []error
+	for _, e := range engs {
+		for {
+			res, err := e.FireSchedules(ctx, fireBatch)
+			reportTicks(log, queue, res)
+			fired = append(fired, res.Fired...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if res.Wait >= 0 {
+				wait = min(wait, res.Wait)
+			}
+			if !res.More || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return wait, fired, errors.Join(errs...)
+}
+
+// reportTicks reports what one firing did: each tick published, each schedule's missed ticks.
+// This is where a fired tick is reported; a per-queue event stream hooks in here.
+func reportTicks(log *slog.Logger, queue string, res engine.FireResult) {
+	for _, f := range res.Fired {
+		log.Debug("srq: schedule fired", "queue", queue, "schedule", f.Schedule, "tick", f.Tick, "id", f.ID, "flow", f.Flow)
+	}
+	for _, m := range res.Missed {
+		log.Warn("srq: schedule missed ticks", "queue", queue, "schedule", m.Schedule, "missed", m.Count)
+	}
+}
+
+// fireLoop runs pass until ctx ends, sleeping between passes for as long as the pass says, at most
+// poll; after an error, which it logs to log, poll.
+func fireLoop(ctx context.Context, poll time.Duration, log *slog.Logger,
+	pass func(context.Context) (time.Duration, []engine.FiredTick, error)) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		wait, _, err := pass(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("srq: fire schedules", "err", err)
+			wait = poll
+		}
+		// A millisecond past the due time, so the server's clock has reached it too.
+		t.Reset(min(wait, poll) + time.Millisecond)
+	}
+}
+
+// runSchedules fires the schedules of one queue (shards) until ctx ends: what a Worker runs beside
+// its fetchers, so every worker process fires its queue's schedules with no Scheduler to run.
+// Worker.Run starts it in its errgroup (g.Go(func() error { return runSchedules(ctx, w.shards,
+// w.log, w.cfg.PollWait) })); errors are logged to log and never end it: it returns nil when ctx
+// ends.
+func runSchedules(ctx context.Context, shards *shardSet, log *slog.Logger, poll time.Duration) error {
+	return fireLoop(ctx, poll, log, func(ctx context.Context) (time.Duration, []engine.FiredTick, error) {
+		return fireShards(ctx, shards.name, shards.engines, log)
+	})
+}
