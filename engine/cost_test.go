@@ -127,8 +127,8 @@ func (b *bundle) fetchAckCost(k int) time.Duration {
 }
 
 // TestPriorityLevelsAreCapped publishes 20,000 distinct priorities into one partition, whose every
-// fetch and ack would read each level's head (81 ms of Redis a call at 20,000 levels). The batch
-// of all 20,000 is refused before it is sent; sent one level a call, the first MaxPriorityLevels
+// fetch and ack would read each level's head (81 ms of Redis a call at 20,000 levels). Batches
+// of 10,000 (MaxBatch) of them are refused before they are sent; sent one level a call, the first MaxPriorityLevels
 // are added and every later one is refused by the script, writing nothing. The partition at the
 // cap still takes tasks at its levels and at 0, and a fetch and ack of a task at priority 0 behind
 // MaxPriorityLevels delayed levels, the most a fetch can have to look at, costs Redis at most
@@ -142,8 +142,10 @@ func TestPriorityLevelsAreCapped(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = Message{ID: fmt.Sprint("t", i), Partition: p, Priority: i + 1, Delay: time.Hour}
 	}
-	_, err := b.eng.Publish(b.ctx, msgs)
-	checkTooMany(t, err, p)
+	for lo := 0; lo < n; lo += MaxBatch { // the most messages one call may carry
+		_, err := b.eng.Publish(b.ctx, msgs[lo:lo+MaxBatch])
+		checkTooMany(t, err, p)
+	}
 	for i := range msgs {
 		_, err := b.eng.Publish(b.ctx, msgs[i:i+1])
 		if i < MaxPriorityLevels && err != nil {

@@ -413,3 +413,16 @@ func TestFlowCancelStep(t *testing.T) {
 		t.Fatalf("flow: %+v", f)
 	}
 }
+
+// Publishing a flow again while its steps still exist is a duplicate, not a conflict.
+func TestFlowDuplicateWhileRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	spec := func() *FlowSpec { return &FlowSpec{ID: "f", Steps: []FlowStep{b.step("a"), b.step("b", "a")}} }
+	if _, err := PublishFlow(b.ctx, spec()); err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := PublishFlow(b.ctx, spec()); err != nil || !dup {
+		t.Fatalf("again: duplicate %v, %v", dup, err)
+	}
+}

@@ -99,7 +99,8 @@ local res = OK
 if mode == 'all' then
   local names = {}
   for i = 6, #ARGV, STEP do names[#names + 1] = string.sub(ARGV[i], #fid + 2) end
-  local id = conflict(6)
+  -- A flow that exists is a duplicate, whose steps exist too: that is looked at first.
+  local id = redis.call('EXISTS', k_flow(fid)) == 0 and conflict(6)
   if id then
     res = {CONFLICT, id}
   elseif not claim(ARGV[4], ARGV[5], names, '') then
