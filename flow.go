@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
 )
 
 // FailurePolicy says what a step does when a parent it depends on fails (is dead-lettered) or is
@@ -93,6 +94,9 @@ func (s *Step) Name() string { return s.name }
 
 // Queue returns the name of the step's queue.
 func (s *Step) Queue() string { return s.queue }
+
+// Partition returns the key of the step's partition ("!" and the name for an ordered one).
+func (s *Step) Partition() partition.Key { return s.msg.Partition }
 
 // After makes s depend on parents, with the FailDependents policy: s runs once they all
 // succeeded. It returns s, so a flow reads as it runs: q.Step("ship", v, nil).After(charge).

@@ -39,6 +39,7 @@ type helperConfig struct {
 	CheckLeases bool   // record with LeaseMiddleware: check each lease in Redis as its handler starts
 	Addr        string
 	Queue       string
+	Shards      int    // the queue's shard count; 0: 1
 	Process     string // the history's process name and the worker's consumer id
 	History     string // the history file to append to
 	Lease       time.Duration
@@ -63,7 +64,7 @@ func helperMain() int {
 	rec := history.NewRecorder(cfg.Process, f)
 	c := redis.NewClient(&redis.Options{Addr: cfg.Addr})
 	defer c.Close()
-	q, err := srq.NewQueue[task](c, srq.QueueConfig{Name: cfg.Queue})
+	q, err := srq.NewQueue[task](c, srq.QueueConfig{Name: cfg.Queue, Shards: cfg.Shards})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2

@@ -31,10 +31,13 @@ const (
 	// Expired: an execution started without a valid lease: its lease check (LeaseMiddleware) found
 	// it past its deadline, or taken back, settled or delivered again.
 	Expired Kind = "expired"
+	// EarlyStep: an execution of a flow step started before every step it depends on had
+	// completed.
+	EarlyStep Kind = "early-step"
 )
 
 // kinds lists every Kind, in the order reports show them.
-var kinds = []Kind{Lost, Unexpected, Duplicate, OutOfOrder, Overlap, Expired}
+var kinds = []Kind{Lost, Unexpected, Duplicate, OutOfOrder, Overlap, Expired, EarlyStep}
 
 // Anomaly is one thing wrong with a history.
 type Anomaly struct {
@@ -138,6 +141,8 @@ func (x *execution) fenced() bool { return x.late || x.lapsed() }
 type published struct {
 	id, part, producer string
 	seq                int64
+	after              []string // a flow step's parents (OpStep); nil for a task
+	step               bool
 }
 
 // Check examines a history (the events of every process of one run, in any order) and reports
@@ -166,6 +171,9 @@ type published struct {
 //   - Expired: an execution whose start recorded a lease check (LeaseMiddleware) that found the
 //     lease past its deadline or no longer the delivery's: it started without a valid lease. Such
 //     an execution is lapsed. Report.LeaseChecked counts the executions whose start was checked.
+//   - EarlyStep (flow steps, OpStep): every execution of a step must start after the first
+//     completion of each step it depends on. A step's own publish order holds nothing: it enters
+//     its partition when it is released.
 //
 // Each task id must be published once per history; a publish recorded twice counts once, at its
 // first place.
@@ -188,9 +196,10 @@ func Check(events []Event) *Report {
 	}
 	for _, e := range events {
 		switch e.Op {
-		case OpPublish:
+		case OpPublish, OpStep:
 			if pubs[e.ID] == nil {
-				p := &published{id: e.ID, part: e.Partition, producer: e.Producer, seq: e.Seq}
+				p := &published{id: e.ID, part: e.Partition, producer: e.Producer, seq: e.Seq, after: e.After,
+					step: e.Op == OpStep}
 				pubs[e.ID] = p
 				pubOrder = append(pubOrder, p)
 			}
@@ -304,7 +313,7 @@ func Check(events []Event) *Report {
 	type stream struct{ producer, part string }
 	streams := map[stream][]*published{}
 	for _, p := range pubOrder {
-		if partition.Key(p.part).IsOrdered() {
+		if partition.Key(p.part).IsOrdered() && !p.step {
 			s := stream{p.producer, p.part}
 			streams[s] = append(streams[s], p)
 		}
@@ -331,6 +340,22 @@ func Check(events []Event) *Report {
 				}
 			} else if t > need {
 				need, blocker = t, p.id
+			}
+		}
+	}
+
+	// Flow steps: every execution starts after a completion of each step it depends on.
+	for _, p := range pubOrder {
+		for _, parent := range p.after {
+			done, ok := firstDone[parent]
+			for _, x := range byID[p.id] {
+				switch {
+				case !ok:
+					add(EarlyStep, p.id, p.part, "execution %s started at %s; its parent %q never completed", x.key, stamp(x.start), parent)
+				case x.start < done:
+					add(EarlyStep, p.id, p.part, "execution %s started at %s, before its parent %q completed at %s",
+						x.key, stamp(x.start), parent, stamp(done))
+				}
 			}
 		}
 	}

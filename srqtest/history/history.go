@@ -51,24 +51,29 @@ const (
 	// OpCrash: Process died without a chance to record anything (killed). Executions of it that
 	// have no end stopped at this time at the latest.
 	OpCrash Op = "crash"
+	// OpStep: a flow holding step ID, of Partition, was published (the publish was acknowledged to
+	// Producer); After names the task ids of the steps it depends on. A step counts as published;
+	// its place in an ordered partition is taken when it is released, so no publish order holds it.
+	OpStep Op = "step"
 )
 
 // Event is one recorded step. Its JSON form is one line of a history file.
 type Event struct {
-	Op        Op     `json:"op"`
-	Time      int64  `json:"t"` // Unix nanoseconds, wall clock of the recording host
-	ID        string `json:"id,omitempty"`
-	Partition string `json:"p,omitempty"`
-	Producer  string `json:"pr,omitempty"`   // OpPublish
-	Seq       int64  `json:"seq,omitempty"`  // OpPublish
-	Process   string `json:"proc,omitempty"` // OpStart, OpEnd, OpCrash
-	Worker    string `json:"w,omitempty"`    // OpStart
-	Exec      string `json:"x,omitempty"`    // OpStart, OpEnd: names one execution
-	Token     uint64 `json:"k,omitempty"`    // OpStart: the delivery's fencing token
-	Attempt   int    `json:"a,omitempty"`    // OpStart
-	OK        bool   `json:"ok,omitempty"`   // OpEnd: the handler returned nil
-	Late      bool   `json:"late,omitempty"` // OpEnd: the handler's context had ended when it returned
-	Err       string `json:"err,omitempty"`  // OpEnd: the handler's error, or its context's cause; OpStart: why the lease check failed
+	Op        Op       `json:"op"`
+	Time      int64    `json:"t"` // Unix nanoseconds, wall clock of the recording host
+	ID        string   `json:"id,omitempty"`
+	Partition string   `json:"p,omitempty"`
+	Producer  string   `json:"pr,omitempty"`   // OpPublish
+	Seq       int64    `json:"seq,omitempty"`  // OpPublish
+	Process   string   `json:"proc,omitempty"` // OpStart, OpEnd, OpCrash
+	Worker    string   `json:"w,omitempty"`    // OpStart
+	Exec      string   `json:"x,omitempty"`    // OpStart, OpEnd: names one execution
+	Token     uint64   `json:"k,omitempty"`    // OpStart: the delivery's fencing token
+	Attempt   int      `json:"a,omitempty"`    // OpStart
+	OK        bool     `json:"ok,omitempty"`   // OpEnd: the handler returned nil
+	Late      bool     `json:"late,omitempty"` // OpEnd: the handler's context had ended when it returned
+	Err       string   `json:"err,omitempty"`  // OpEnd: the handler's error, or its context's cause; OpStart: why the lease check failed
+	After     []string `json:"af,omitempty"`   // OpStep: the task ids of the steps it depends on
 	// Lease is what the check of the delivery's lease in Redis found right before the handler
 	// began (OpStart; LeaseMiddleware), LeaseLeft how long the lease had left by the server's
 	// clock then, in nanoseconds (negative past its deadline; 0 when the lease was gone).
@@ -125,6 +130,14 @@ func (r *Recorder) add(e Event) {
 // the tasks of an ordered partition to. It never fails: an error writing the event is kept for Err.
 func (r *Recorder) Published(producer, id string, p partition.Key) {
 	r.add(Event{Op: OpPublish, Producer: producer, ID: id, Partition: string(p)})
+}
+
+// PublishedStep records that a flow holding step id, of partition p, depending on the steps whose
+// task ids are after, was published and the publish acknowledged to producer. Record every step
+// of the flow once PublishFlow returned without error (or as a duplicate). It never fails: an
+// error writing the event is kept for Err.
+func (r *Recorder) PublishedStep(producer, id string, p partition.Key, after []string) {
+	r.add(Event{Op: OpStep, Producer: producer, ID: id, Partition: string(p), After: after})
 }
 
 // Crash records that process died without recording anything more (it was killed). Record it

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,11 @@ func (x h) lease(state history.LeaseState, left int64) h {
 	return x
 }
 
+// step is a flow step's publish: id depends on after.
+func (x h) step(producer, id, part string, after ...string) h {
+	return append(x, history.Event{Op: history.OpStep, Producer: producer, ID: id, Partition: part, After: after})
+}
+
 func (x h) crash(proc string, at int64) h {
 	return append(x, history.Event{Op: history.OpCrash, Time: ms(at), Process: proc})
 }
@@ -82,6 +88,22 @@ func TestCheck(t *testing.T) {
 				run("A", "A/1", "a", "!p", 10, 20, true).run("B", "B/1", "b", "!p", 21, 30, true).
 				run("A", "A/2", "u", "q", 5, 6, true)},
 		{name: "lost: never executed", h: h{}.pub("P", "a", "", 1), want: want{history.Lost: 1}},
+		{name: "flow: a step after its parents completed",
+			h: h{}.step("P", "f/a", "").step("P", "f/b", "").step("P", "f/c", "!o", "f/a", "f/b").
+				run("A", "A/1", "f/a", "", 1, 5, true).run("B", "B/1", "f/b", "", 2, 6, true).
+				run("A", "A/2", "f/c", "!o", 7, 8, true)},
+		{name: "flow: a step before a parent completed",
+			h: h{}.step("P", "f/a", "").step("P", "f/c", "", "f/a").
+				run("A", "A/1", "f/a", "", 1, 5, true).run("B", "B/1", "f/c", "", 4, 8, true),
+			want: want{history.EarlyStep: 1}},
+		{name: "flow: a step whose parent never completed; the parent is lost",
+			h: h{}.step("P", "f/a", "").step("P", "f/c", "", "f/a").
+				run("A", "A/1", "f/a", "", 1, 5, false).run("B", "B/1", "f/c", "", 6, 8, true),
+			want: want{history.EarlyStep: 1, history.Lost: 1}},
+		{name: "flow: a step's publish order in its ordered partition holds nothing",
+			h: h{}.step("P", "f/a", "!o").step("P", "f/b", "!o").pub("P", "t", "!o", 1).
+				run("A", "A/1", "f/b", "!o", 1, 2, true).run("A", "A/2", "t", "!o", 3, 4, true).
+				run("A", "A/3", "f/a", "!o", 5, 6, true)},
 		{name: "lost: executions all failed or crashed",
 			h:    h{}.pub("P", "a", "", 1).run("A", "A/1", "a", "", 1, 2, false).run("A", "A/2", "a", "", 3, -1, false).crash("A", 4),
 			want: want{history.Lost: 1}},
@@ -398,7 +420,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("re-read %d events: %d, %v", len(evs), len(again), err)
 		}
 		for i := range evs {
-			if evs[i] != again[i] {
+			if !reflect.DeepEqual(evs[i], again[i]) {
 				t.Fatalf("event %d: %+v became %+v", i, evs[i], again[i])
 			}
 		}
