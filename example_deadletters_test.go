@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/inspect"
-	"github.com/srqueue/srq/internal/exampleredis"
 )
 
 // A task that can never succeed as it is goes to the dead letters at once instead of using up its
 // attempts. Once the cause is fixed, an operator finds the letters by their error and requeues
 // them, here with the inspect package (the dashboard and the srq command do the same).
 func ExamplePermanent() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 
@@ -55,7 +55,7 @@ func ExamplePermanent() {
 // failures, such as a partner's rate limit. Here the task has a single attempt, yet survives a
 // snooze.
 func ExampleSnooze() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 )
 
 type Order struct {
@@ -20,7 +20,7 @@ type Notice struct{ To, Text string }
 // A flow over two queues of two payload types: charge an order, then send a notice and write an
 // invoice in parallel, then complete the order with both of their results.
 func ExamplePublishFlow() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 
@@ -98,7 +98,7 @@ func ExamplePublishFlow() {
 
 // Publish a task and wait for its result; cancel another before it runs.
 func ExamplePublishAndWait() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 

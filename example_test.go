@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 )
 
 type Event struct {
@@ -19,7 +19,7 @@ type Event struct {
 // Publish per-user events to ordered partitions and process them with a pool of workers: each
 // user's events arrive in order, even with 8 handlers running at once.
 func ExampleWorker() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 
@@ -69,7 +69,7 @@ func ExampleWorker() {
 // A handler's error decides what happens to the task: here the first attempt is retried after a
 // delay, and a permanent error sends another task to the dead letters.
 func ExampleRejectWithDelay() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 
@@ -100,8 +100,8 @@ func ExampleRejectWithDelay() {
 	}
 	fmt.Println(results[0])
 	fmt.Println(results[1])
-	page, _ := q.Engine().DeadLetters(ctx, 0, 10)
-	fmt.Println("dead letter:", page.Letters[0].ID, "-", page.Letters[0].LastError)
+	page, _ := q.DeadLetters(ctx, srq.DeadQuery{Limit: 10})
+	fmt.Println("dead letter:", page.Letters[0].ID, "-", page.Letters[0].Error)
 	// Output:
 	// broken: dead-lettered
 	// flaky: done on attempt 2
@@ -111,7 +111,7 @@ func ExampleRejectWithDelay() {
 // Publishing is idempotent by id: a task whose id is still pending, leased or dead is reported as a
 // duplicate and left unchanged, so a producer may safely retry a publish whose reply it lost.
 func ExampleQueue_PublishBatch() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 
@@ -125,7 +125,7 @@ func ExampleQueue_PublishBatch() {
 	for i := range batch {
 		fmt.Printf("%s: first duplicate=%v, again duplicate=%v\n", first[i].ID, first[i].Duplicate, again[i].Duplicate)
 	}
-	st, _ := q.Engine().Stats(ctx)
+	st, _ := q.Stats(ctx)
 	fmt.Println("pending:", st.Pending)
 	// Output:
 	// ann-1: first duplicate=false, again duplicate=true
@@ -136,7 +136,7 @@ func ExampleQueue_PublishBatch() {
 // Split a queue over shards, each with its own Redis Cluster hash tag, so a cluster spreads its
 // work over the masters. A partition lives in one shard, so each user's events stay in order.
 func ExampleQueueConfig_shards() {
-	client, done := exampleredis.MustEmbedded() // a *redis.ClusterClient in production
+	client, done := devredis.MustEmbedded() // a *redis.ClusterClient in production
 	defer done()
 	ctx := context.Background()
 

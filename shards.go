@@ -157,6 +157,11 @@ func (q *Queue[T]) Stats(ctx context.Context) (engine.Stats, error) {
 		sum.Purged += st.Purged
 		sum.Trimmed += st.Trimmed
 		sum.TakenBack += st.TakenBack
+		sum.Waiting += st.Waiting
+		sum.Cancelled += st.Cancelled
+		sum.FlowsStarted += st.FlowsStarted
+		sum.FlowsCompleted += st.FlowsCompleted
+		sum.FlowsFailed += st.FlowsFailed
 	}
 	return sum, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/codec"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 )
 
 type Signup struct {
@@ -19,7 +19,7 @@ type Signup struct {
 // consumers in other languages can read them. Every producer and worker of a queue must use the
 // same codec: a payload another codec cannot decode is dead-lettered at once.
 func ExampleJSON() {
-	client, stop := exampleredis.MustEmbedded() // a real Redis in production
+	client, stop := devredis.MustEmbedded() // a real Redis in production
 	defer stop()
 	ctx := context.Background()
 
@@ -55,7 +55,7 @@ func ExampleJSON() {
 // Raw is for values that are bytes already, such as a webhook's body or a message encoded with
 // protobuf elsewhere: they are stored as they are, with no second encoding around them.
 func ExampleRaw() {
-	client, stop := exampleredis.MustEmbedded() // a real Redis in production
+	client, stop := devredis.MustEmbedded() // a real Redis in production
 	defer stop()
 	ctx := context.Background()
 

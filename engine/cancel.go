@@ -26,6 +26,9 @@ func (e *Engine) Cancel(ctx context.Context, ids []string, reason string) ([]Can
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	if len(ids) > MaxBatch {
+		return nil, invalidf("a cancel of %d tasks is over the limit of %d (MaxBatch)", len(ids), MaxBatch)
+	}
 	args := make([]any, 0, 2+len(ids))
 	args = append(args, "id", clip(reason))
 	for _, id := range ids {
@@ -61,6 +64,8 @@ func (e *Engine) CancelLeased(ctx context.Context, rs []Receipt, reason string) 
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	args := appendReceipts(slices.Grow([]any{"lease", clip(reason)}, 2*len(rs)), rs)
-	return e.runCodes(ctx, scriptCancel, len(rs), args)
+	return inBatches(len(rs), func(lo, hi int) ([]error, error) {
+		args := appendReceipts(slices.Grow([]any{"lease", clip(reason)}, 2*(hi-lo)), rs[lo:hi])
+		return e.runCodes(ctx, scriptCancel, hi-lo, args)
+	})
 }

@@ -109,7 +109,9 @@ func (e *Engine) Requeue(ctx context.Context, ids []string) ([]error, error) {
 		}
 		args[i] = id
 	}
-	return e.runCodes(ctx, scriptRequeue, len(ids), args)
+	return inBatches(len(ids), func(lo, hi int) ([]error, error) {
+		return e.runCodes(ctx, scriptRequeue, hi-lo, args[lo:hi])
+	})
 }
 
 // Purge deletes the dead letters with the given ids and returns how many it deleted; ids that are

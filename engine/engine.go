@@ -34,9 +34,13 @@ const (
 	MaxPriorityLevels = 16
 	// MaxDelay is the longest delay of a publish or reject.
 	MaxDelay = 100 * 365 * 24 * time.Hour
-	// MaxFetch is the most tasks one Fetch, FetchWait or AckFetch may ask for: a script holds
-	// Redis for as long as it runs, and a fetch of 100,000 already takes about a second.
-	MaxFetch = 100_000
+	// MaxFetch is the most tasks one Fetch, FetchWait or AckFetch may ask for, and MaxBatch the
+	// most items one Publish, Reject or AckFetch may carry: a script holds Redis for as long as it
+	// runs, and no call may come near the client's read timeout (a call of 10,000 tasks takes a few
+	// hundred ms on a busy 2-vCPU machine). Ack, Extend, Kill, Requeue and Cancel send a larger
+	// call as several of at most MaxBatch items each.
+	MaxFetch = 10_000
+	MaxBatch = 10_000
 )
 
 // MaxAt is the latest time a task may be published for: the end of year 9999, far below the

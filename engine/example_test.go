@@ -6,15 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/engine"
-	"github.com/srqueue/srq/internal/exampleredis"
 	"github.com/srqueue/srq/partition"
 )
 
 // exampleEngine starts an embedded Redis and an engine of queue on it, for an example; real code
 // passes its own client.
 func exampleEngine(queue string) (*engine.Engine, func()) {
-	client, stop := exampleredis.MustEmbedded()
+	client, stop := devredis.MustEmbedded()
 	e, err := engine.New(client, engine.Config{Queue: queue})
 	if err != nil {
 		panic(err)

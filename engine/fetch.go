@@ -292,6 +292,9 @@ func (e *Engine) AckFetch(ctx context.Context, rs []Receipt, consumer string, n 
 	if err == nil {
 		err = e.checkResults(rs)
 	}
+	if err == nil && len(rs) > MaxBatch {
+		err = invalidf("an ack of %d tasks with a fetch is over the limit of %d (MaxBatch)", len(rs), MaxBatch)
+	}
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -67,6 +67,9 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	if len(msgs) > MaxBatch {
+		return nil, invalidf("a publish of %d messages is over the limit of %d (MaxBatch)", len(msgs), MaxBatch)
+	}
 	if err := checkPriorities(msgs); err != nil {
 		return nil, err
 	}

@@ -22,11 +22,31 @@ func (e *Engine) Ack(ctx context.Context, rs []Receipt) ([]error, error) {
 	if err := e.checkResults(rs); err != nil {
 		return nil, err
 	}
-	o := &op{acks: rs}
-	if err := e.calls.do(ctx, o); err != nil {
-		return nil, err
+	return inBatches(len(rs), func(lo, hi int) ([]error, error) {
+		o := &op{acks: rs[lo:hi]}
+		if err := e.calls.do(ctx, o); err != nil {
+			return nil, err
+		}
+		return o.errs, o.err
+	})
+}
+
+// inBatches runs call on the items [lo, hi) of n, at most MaxBatch at a time, one after the
+// other, and joins the per-item errors. It stops at the first call that fails: the items before
+// it are settled, the rest not sent.
+func inBatches(n int, call func(lo, hi int) ([]error, error)) ([]error, error) {
+	if n <= MaxBatch {
+		return call(0, n)
 	}
-	return o.errs, o.err
+	out := make([]error, 0, n)
+	for lo := 0; lo < n; lo += MaxBatch {
+		errs, err := call(lo, min(lo+MaxBatch, n))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, errs...)
+	}
+	return out, nil
 }
 
 // appendReceipts appends the script arguments of rs to args: id and token of each.
@@ -78,6 +98,9 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 	if len(rs) == 0 {
 		return nil, nil
 	}
+	if len(rs) > MaxBatch {
+		return nil, invalidf("a reject of %d tasks is over the limit of %d (MaxBatch)", len(rs), MaxBatch)
+	}
 	count, age := e.deadCaps()
 	args := make([]any, 0, 2+5*len(rs))
 	args = append(args, count, age)
@@ -117,21 +140,26 @@ func (e *Engine) Extend(ctx context.Context, rs []Receipt, lease time.Duration) 
 	if len(rs) == 0 {
 		return nil, time.Time{}, nil
 	}
-	args := appendReceipts([]any{lease.Milliseconds()}, rs)
 	sent := time.Now()
-	res, err := e.run(ctx, scriptExtend, args...)
+	errs, err := inBatches(len(rs), func(lo, hi int) ([]error, error) {
+		res, err := e.run(ctx, scriptExtend, appendReceipts([]any{lease.Milliseconds()}, rs[lo:hi])...)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := replySlice(res)
+		if err != nil || len(rows) < 1 {
+			return nil, fmt.Errorf("srq: extend: malformed reply %v", res)
+		}
+		codes, err := replyCodes(rows[1:], hi-lo)
+		if err != nil {
+			return nil, err
+		}
+		return codesToErrors(codes), nil
+	})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	rows, err := replySlice(res)
-	if err != nil || len(rows) < 1 {
-		return nil, time.Time{}, fmt.Errorf("srq: extend: malformed reply %v", res)
-	}
-	codes, err := replyCodes(rows[1:], len(rs))
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	return codesToErrors(codes), sent.Add(lease), nil
+	return errs, sent.Add(lease), nil
 }
 
 // Failure moves one delivery to the dead letters at once.
@@ -149,12 +177,14 @@ func (e *Engine) Kill(ctx context.Context, fs []Failure) ([]error, error) {
 		return nil, nil
 	}
 	count, age := e.deadCaps()
-	args := make([]any, 0, 2+3*len(fs))
-	args = append(args, count, age)
-	for _, f := range fs {
-		args = append(args, f.ID, f.Token.String(), clip(f.Reason))
-	}
-	return e.runCodes(ctx, scriptKill, len(fs), args)
+	return inBatches(len(fs), func(lo, hi int) ([]error, error) {
+		args := make([]any, 0, 2+3*(hi-lo))
+		args = append(args, count, age)
+		for _, f := range fs[lo:hi] {
+			args = append(args, f.ID, f.Token.String(), clip(f.Reason))
+		}
+		return e.runCodes(ctx, scriptKill, hi-lo, args)
+	})
 }
 
 func (e *Engine) runCodes(ctx context.Context, s *script, n int, args []any) ([]error, error) {

@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/inspect"
-	"github.com/srqueue/srq/internal/exampleredis"
 	"github.com/srqueue/srq/partition"
 )
 
 // Look at a queue as an operator: its sizes, its deepest partitions, and pause the deepest one.
 func ExampleInspector() {
-	client, stop := exampleredis.MustEmbedded() // a real Redis in production
+	client, stop := devredis.MustEmbedded() // a real Redis in production
 	defer stop()
 	ctx := context.Background()
 

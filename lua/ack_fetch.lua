@@ -19,8 +19,9 @@
 -- The helpers of outcomes and flows are made only when an acked task needs them (lua/cold.go).
 -- @cold task_end outcome_put outcome_spec outcome_prune k_outcome k_waiter flow_end flow_note
 -- @cold flow_send flow_fanout ref_split k_children k_parents flow_run flow_apply flow_signal
--- @cold flow_release flow_cancel flow_sat flow_blk flow_noted flow_count flow_prune flow_open
--- @cold k_flow k_flow_steps k_flow_def k_flow_gates pend
+-- @cold flow_release flow_cancel flow_sat flow_blk flow_noted flow_bad flow_final flow_prune flow_open
+-- @cold k_flow k_flow_steps k_flow_def k_flow_gates pend k_outbox k_flows k_flows_end k_outs emit
+-- @cold level_add head_lower
 
 -- @include common
 -- @include outcome
@@ -33,7 +34,7 @@ local f = tonumber(ARGV[4])
 local first_ack = 5 + 4 * f
 local codes = ack_tasks(now, tonumber(ARGV[2]), tonumber(ARGV[3]), first_ack, #ARGV)
 -- Flow steps the acks released are pending now, for the fetches below to take.
-if flow_pending() then flow_run(now) end
+if flow_queue then flow_run(now) end
 local ack_ready_wakes = ready_wakes -- sleepers to wake for the partitions the ack made ready
 
 local total = 0

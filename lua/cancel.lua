@@ -20,6 +20,7 @@
 
 local now = now_ms()
 local mode, reason = ARGV[2], ARGV[3]
+local LEASE_CANCEL = {t = 'c', u = 'd', T = 'C', U = 'D'} -- a lease's mark, asked to cancel
 local res, parts, seen = {}, {}, {}
 local cancelled = 0
 
@@ -86,7 +87,7 @@ end
 
 for i = 1, #parts do place(parts[i], now) end
 stat('cancelled', cancelled)
-if flow_pending() then flow_run(now) end
+if flow_queue then flow_run(now) end
 if flow_outboxed then res[#res + 1] = RELAY end
 finish()
 return res

@@ -90,7 +90,7 @@ end
 
 -- started counts flow fid as running from now on.
 local function started()
-  redis.call('ZADD', K_FLOWS, now_s, fid)
+  redis.call('ZADD', k_flows(), now_s, fid)
   stat('flows_started', 1)
   emit('flow_started', fid)
 end
@@ -118,7 +118,7 @@ elseif mode == 'claim' then
   if not claim(ARGV[4], ARGV[5], names, 'p') then
     res = DUPLICATE
   else
-    redis.call('ZADD', K_FLOWS_PREP, now_s, fid)
+    redis.call('ZADD', k_flows_prep(), now_s, fid)
   end
 elseif mode == 'part' then
   local id = conflict(6)
@@ -133,7 +133,7 @@ elseif mode == 'commit' then
     res = ABORTED
   else
     redis.call('HSET', kf, 'S', '')
-    redis.call('ZREM', K_FLOWS_PREP, fid)
+    redis.call('ZREM', k_flows_prep(), fid)
     started()
     for i = 4, #ARGV do flow_send({b = ARGV[i], k = 'g', f = fid, from = 0}) end
   end
@@ -152,7 +152,7 @@ elseif mode == 'abort' then
   stat('waiting', -removed)
   if ARGV[4] == '1' and redis.call('HGET', k_flow(fid), 'S') == 'p' then
     redis.call('DEL', k_flow(fid), k_flow_steps(fid), k_flow_def(fid))
-    redis.call('ZREM', K_FLOWS_PREP, fid)
+    redis.call('ZREM', k_flows_prep(), fid)
   end
 end
 flow_run(now)

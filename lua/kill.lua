@@ -36,7 +36,7 @@ for i = 4, #ARGV, 3 do
 end
 
 for i = 1, #parts do place(parts[i], now) end
-if flow_pending() then flow_run(now) end
+if flow_queue then flow_run(now) end
 if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 finish()
 return res

@@ -27,7 +27,7 @@ else
   elseif by == 'age' then
     rows = redis.call('ZRANGE', K_HEADS, 0, limit - 1)
   elseif by == 'held' then
-    rows = redis.call('ZRANGE', K_HALTED, 0, limit - 1)
+    rows = redis.call('ZRANGE', k_halted(), 0, limit - 1)
   else
     rows = redis.call('ZRANGE', K_PPAUSE, 0, limit - 1)
   end

@@ -21,7 +21,7 @@
 -- window calls are made at their first use (lua/cold.go): a single publish runs 4 % fewer
 -- instructions without them.
 -- @cold k_meta k_levels seq_split to_skiplist meta_del is_held levels_of level_add earliest
--- @cold schedule place prune_dedup
+-- @cold schedule place prune_dedup emit
 
 -- @include common
 
@@ -140,7 +140,7 @@ for i = first_task, #ARGV, TASK do
     depth_add(p, 1)
     head_lower(p, t)
     added = added + 1
-    emit('published', id, 'p', p)
+    if EVENTS_MAX then emit('published', id, 'p', p) end
     res[#res + 1] = OK
   end
 end

@@ -25,6 +25,6 @@ end
 local now = now_ms()
 for i = 1, #ids do drop(ids[i]) end
 stat('purged', #ids)
-if flow_pending() then flow_run(now) end
+if flow_queue then flow_run(now) end
 finish()
 return {#ids, redis.call('ZCARD', K_DEAD)}

@@ -92,7 +92,7 @@ for _, key in ipairs({K_READY, K_DEPTH, K_HEADS}) do
   if is_listpack(key) then to_skiplist(key) end
 end
 if is_listpack(K_INFLIGHT) and redis.call('ZCARD', K_INFLIGHT) >= LEASES_CONVERT then leases_convert() end
-if flow_pending() then flow_run(now) end
+if flow_queue then flow_run(now) end
 finish()
 local more = 0
 if #expired == chunk then more = 1 end

@@ -35,7 +35,7 @@ for i = 2, #ARGV do
       -- goes on from it, in order.
       s, t = f[7], tonumber(f[8])
       meta_del(p, 'h')
-      redis.call('ZREM', K_HALTED, p)
+      redis.call('ZREM', k_halted(), p)
     end
     redis.call('ZREM', K_DEAD, id)
     redis.call('HSET', kt, 'S', 'p', 's', s, 't', int(t), 'a', 0, 'n', 0)
@@ -51,6 +51,6 @@ end
 for i = 1, #parts do place(parts[i], now) end
 stat('pending', requeued)
 stat('requeued', requeued)
-if flow_pending() then flow_run(now) end
+if flow_queue then flow_run(now) end
 finish()
 return res

@@ -20,7 +20,7 @@ else
   redis.call('ZREM', K_PPAUSE, p)
   -- A resume also releases a partition held by a dead letter, which stays a dead letter.
   meta_del(p, 'h')
-  redis.call('ZREM', K_HALTED, p)
+  redis.call('ZREM', k_halted(), p)
 end
 place(p, now)
 finish()

@@ -11,4 +11,7 @@
 // the decision Retry made, a rate-limited task never reaches the handler or counts an attempt,
 // and Timeout bounds only the handler's own work. Handler panics are recovered by the worker
 // before any middleware sees them, as *srq.PanicError.
+//
+// The producer side has TracingPublish and MetricsPublish for srq.QueueConfig.PublishMiddleware,
+// and TracingFlow for srq.Flow.Middleware, which makes a flow and every step's handler one trace.
 package middleware

@@ -11,15 +11,15 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/engine"
-	"github.com/srqueue/srq/internal/exampleredis"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -55,7 +55,7 @@ func fastRetries() backoff.BackOff { return backoff.NewConstantBackOff(10 * time
 // outside Retry) and the second, which succeeds. The time and duration are left out here only so
 // that the output is the same on every run.
 func ExampleLogging() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	q := exampleQueue(client, "emails", srq.QueueConfig{})
@@ -95,7 +95,7 @@ func ExampleLogging() {
 // Bound each attempt's handler time: a handler that honours its context gives up after the
 // timeout, and Retry (outside Timeout) tries the task again.
 func ExampleTimeout() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	q := exampleQueue(client, "reports", srq.QueueConfig{})
 	if _, err := q.Publish(context.Background(), "monthly", nil); err != nil {
@@ -130,7 +130,7 @@ var errMalformed = errors.New("malformed address")
 // Retry a flaky task with backoff until it succeeds, and send a task whose error is not worth
 // retrying to the dead letters at once.
 func ExampleRetry() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	q := exampleQueue(client, "emails", srq.QueueConfig{})
@@ -184,7 +184,7 @@ func ExampleRetry() {
 // Let at most one task of the queue run per hour: of two ready tasks, one runs and the other is
 // snoozed until the limit allows it, without using an attempt.
 func ExampleRateLimit() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	q := exampleQueue(client, "exports", srq.QueueConfig{})
@@ -197,7 +197,7 @@ func ExampleRateLimit() {
 		ids = append(ids, res.ID)
 	}
 
-	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerQueue: engine.Rate{Limit: 1, Per: time.Hour}})
+	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerQueue: middleware.Rate{Limit: 1, Per: time.Hour}})
 	if err != nil {
 		panic(err)
 	}
@@ -232,15 +232,15 @@ func ExampleRateLimit() {
 // Trace a task from its publish to its handler: the consumer span continues the trace of the
 // producer span, through the trace context the task's headers carry.
 func ExampleTracing() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	defer func() { _ = tp.Shutdown(ctx) }()
-	// Zero fields mean the global otel providers and propagator. The global propagator carries
-	// nothing until otel.SetTextMapPropagator is called, so set one for the trace to continue.
-	cfg := middleware.OTelConfig{TracerProvider: tp, Propagator: propagation.TraceContext{}}
+	// Zero fields mean the global otel providers and propagator; while the application has set no
+	// propagator (otel.SetTextMapPropagator), the trace context travels as W3C Trace Context.
+	cfg := middleware.OTelConfig{TracerProvider: tp}
 
 	q := exampleQueue(client, "emails", srq.QueueConfig{PublishMiddleware: []srq.PublishMiddleware{middleware.TracingPublish(cfg)}})
 	if _, err := q.Publish(ctx, "welcome", nil); err != nil {
@@ -265,10 +265,10 @@ func ExampleTracing() {
 	// child of the send span: true
 }
 
-// Count deliveries and their outcomes with OpenTelemetry metrics; a manual reader stands in for
-// an exporter here.
+// Count deliveries and time them by outcome with OpenTelemetry metrics, named after the
+// messaging conventions; a manual reader stands in for an exporter here.
 func ExampleMetrics() {
-	client, done := exampleredis.MustEmbedded()
+	client, done := devredis.MustEmbedded()
 	defer done()
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
@@ -302,24 +302,30 @@ func ExampleMetrics() {
 	if err := reader.Collect(ctx, &rm); err != nil {
 		panic(err)
 	}
-	sums := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, p := range sum.DataPoints {
-					sums[m.Name] += p.Value
+			switch data := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range data.DataPoints {
+					fmt.Println(m.Name, p.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range data.DataPoints {
+					fmt.Print(m.Name, " count ", p.Count)
+					for _, key := range []attribute.Key{"srq.outcome", "error.type"} {
+						if v, ok := p.Attributes.Value(key); ok {
+							fmt.Printf(" %s=%s", key, v.Emit())
+						}
+					}
+					fmt.Println()
 				}
 			}
 		}
 	}
-	for _, name := range []string{middleware.MetricProcessed, middleware.MetricFailed, middleware.MetricRetried,
-		middleware.MetricDeadLettered, middleware.MetricInFlight} {
-		fmt.Println(name, sums[name])
-	}
-	// Output:
-	// srq.processed 2
-	// srq.failed 1
-	// srq.retried 0
-	// srq.dead_lettered 1
+	// Unordered output:
+	// messaging.client.consumed.messages 2
+	// messaging.process.duration count 1 srq.outcome=done
+	// messaging.process.duration count 1 srq.outcome=dead error.type=permanent
+	// srq.queue.lag count 2
 	// srq.in_flight 0
 }

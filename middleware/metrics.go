@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -13,102 +12,115 @@ import (
 	"github.com/srqueue/srq/engine"
 )
 
-type metricProvider = metric.MeterProvider
-
-func (c OTelConfig) meter() metric.Meter {
-	mp := c.MeterProvider
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	return mp.Meter(instrumentationName)
-}
-
-// Metric names, all with the attribute messaging.destination.name (the queue).
+// Metric names. Those of the OpenTelemetry messaging conventions come with the attributes the
+// conventions ask for: messaging.system ("srq"), messaging.operation.name, and
+// messaging.destination.name (the queue); srq.* names metrics the conventions lack. Partition
+// keys are never an attribute of a metric: there may be millions of them.
 const (
-	MetricPublished      = "srq.published"        // counter: tasks published (duplicates not counted)
-	MetricProcessed      = "srq.processed"        // counter: deliveries handled, whatever the outcome
-	MetricFailed         = "srq.failed"           // counter: deliveries whose handler returned an error (snoozes not counted)
-	MetricRetried        = "srq.retried"          // counter: deliveries handed back to be tried again
-	MetricDeadLettered   = "srq.dead_lettered"    // counter: deliveries that sent their task to the dead letters
-	MetricDuration       = "srq.handler.duration" // histogram, seconds: handler time
-	MetricLag            = "srq.queue.lag"        // histogram, seconds: handler start minus the task's available-at
-	MetricInFlight       = "srq.in_flight"        // up-down counter: handlers running now
-	MetricQueuePending   = "srq.queue.pending"    // gauge: tasks pending (QueueDepth)
-	MetricQueueLeased    = "srq.queue.in_flight"  // gauge: tasks leased (QueueDepth)
-	MetricQueueDead      = "srq.queue.dead"       // gauge: dead letters (QueueDepth)
-	metricUnitSeconds    = "s"
-	metricUnitTasks      = "{task}"
-	metricUnitDeliveries = "{delivery}"
+	// MetricSent counts the messages this process sent to Redis, duplicates (srq.duplicate=true)
+	// and failed publishes (error.type) included: the convention's "attempted to send".
+	MetricSent = "messaging.client.sent.messages"
+	// MetricConsumed counts deliveries handed to a handler, once each, when the handler starts.
+	MetricConsumed = "messaging.client.consumed.messages"
+	// MetricProcessDuration is a histogram, in seconds, of the time in the handler (and the
+	// middleware inside Metrics) per delivery, with srq.outcome (done, retry, snooze, dead,
+	// handed_back) and, for a failed delivery (retry or dead), error.type.
+	MetricProcessDuration = "messaging.process.duration"
+	// MetricLag is a histogram, in seconds, of handler start minus the time the task became
+	// available: how long ready work waited.
+	MetricLag = "srq.queue.lag"
+	// MetricInFlight is an up-down counter of handlers running now.
+	MetricInFlight = "srq.in_flight"
+	// MetricQueuePending, MetricQueueLeased and MetricQueueDead are QueueDepth's gauges.
+	MetricQueuePending = "srq.queue.pending"
+	MetricQueueLeased  = "srq.queue.in_flight"
+	MetricQueueDead    = "srq.queue.dead"
+
+	metricUnitSeconds  = "s"
+	metricUnitMessages = "{message}"
+	metricUnitTasks    = "{task}"
 )
 
-// Metrics records, for every delivery, the processed, failed, retried and dead-lettered
-// counters, the handler duration and queue lag histograms, and the in-flight count, through the
-// OpenTelemetry metric API. It fails if an instrument cannot be created.
+// Metrics records, through the OpenTelemetry metric API, for every delivery: one consumed
+// message, its processing time with its outcome, its queue lag, and the handlers in flight (see
+// the Metric… names). The histograms have cfg's buckets. It fails with srq.ErrInvalid for bucket
+// boundaries out of order, and with the SDK's error if an instrument cannot be created.
 func Metrics(cfg OTelConfig) (srq.Middleware, error) {
-	m := cfg.meter()
-	var errs []error
-	counter := func(name, desc string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(metricUnitDeliveries))
-		errs = append(errs, err)
-		return c
+	durationBuckets, err := buckets("DurationBuckets", cfg.DurationBuckets)
+	if err != nil {
+		return nil, err
 	}
-	processed := counter(MetricProcessed, "Deliveries handled, whatever the outcome.")
-	failed := counter(MetricFailed, "Deliveries whose handler returned an error.")
-	retried := counter(MetricRetried, "Deliveries handed back to be tried again.")
-	dead := counter(MetricDeadLettered, "Deliveries that sent their task to the dead letters.")
-	duration, err := m.Float64Histogram(MetricDuration, metric.WithDescription("Handler time."), metric.WithUnit(metricUnitSeconds))
-	errs = append(errs, err)
-	lag, err := m.Float64Histogram(MetricLag, metric.WithDescription("Handler start minus the task's available-at."), metric.WithUnit(metricUnitSeconds))
-	errs = append(errs, err)
-	inFlight, err := m.Int64UpDownCounter(MetricInFlight, metric.WithDescription("Handlers running now."), metric.WithUnit(metricUnitDeliveries))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
+	lagBuckets, err := buckets("LagBuckets", cfg.LagBuckets)
+	if err != nil {
+		return nil, err
+	}
+	m := cfg.meter()
+	consumed, err1 := m.Int64Counter(MetricConsumed, metric.WithUnit(metricUnitMessages),
+		metric.WithDescription("Number of messages that were delivered to the application."))
+	duration, err2 := m.Float64Histogram(MetricProcessDuration, metric.WithUnit(metricUnitSeconds),
+		metric.WithDescription("Duration of processing operation."), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	lag, err3 := m.Float64Histogram(MetricLag, metric.WithUnit(metricUnitSeconds),
+		metric.WithDescription("Handler start minus the time the task became available."), metric.WithExplicitBucketBoundaries(lagBuckets...))
+	inFlight, err4 := m.Int64UpDownCounter(MetricInFlight, metric.WithUnit(metricUnitMessages),
+		metric.WithDescription("Handlers running now."))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return nil, err
 	}
 	return func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
-			attrs := metric.WithAttributeSet(attribute.NewSet(keyQueue.String(d.Queue)))
+			queue := keyQueue.String(d.Queue)
+			attrs := metric.WithAttributeSet(attribute.NewSet(attrSystem, queue))
 			start := time.Now()
+			consumed.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrSystem, opProcess, queue)))
 			lag.Record(ctx, max(start.Sub(d.AvailableAt), 0).Seconds(), attrs)
 			inFlight.Add(ctx, 1, attrs)
 			defer inFlight.Add(ctx, -1, attrs) // also when a middleware inside panics
 			err := next(ctx, d)
-			duration.Record(ctx, time.Since(start).Seconds(), attrs)
-			processed.Add(ctx, 1, attrs)
-			switch outcome(ctx, d, err) {
-			case "retry":
-				failed.Add(ctx, 1, attrs)
-				retried.Add(ctx, 1, attrs)
-			case "dead":
-				failed.Add(ctx, 1, attrs)
-				dead.Add(ctx, 1, attrs)
-			case "snooze", "handed_back":
-				retried.Add(ctx, 1, attrs)
+			out := outcome(ctx, d, err)
+			kv := []attribute.KeyValue{attrSystem, opProcess, queue, keyOutcome.String(out)}
+			if failed(out) {
+				kv = append(kv, keyErrorType.String(errorType(err)))
 			}
+			duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(kv...))
 			return err
 		}
 	}, nil
 }
 
-// MetricsPublish counts published tasks (srq.published), leaving duplicates out. It fails if the
-// instrument cannot be created.
+// The operation names of the metrics.
+var (
+	opProcess = keyOperationName.String("process")
+	opSend    = keyOperationName.String("send")
+)
+
+// MetricsPublish counts the messages this process sends (MetricSent): those Redis refused as
+// duplicates with srq.duplicate=true, those of a publish that failed with error.type. It fails
+// with the SDK's error if the instrument cannot be created.
 func MetricsPublish(cfg OTelConfig) (srq.PublishMiddleware, error) {
-	published, err := cfg.meter().Int64Counter(MetricPublished, metric.WithDescription("Tasks published, duplicates not counted."),
-		metric.WithUnit(metricUnitTasks))
+	sent, err := cfg.meter().Int64Counter(MetricSent, metric.WithUnit(metricUnitMessages),
+		metric.WithDescription("Number of messages producer attempted to send to the broker."))
 	if err != nil {
 		return nil, err
 	}
 	return func(next srq.PublishFunc) srq.PublishFunc {
 		return func(ctx context.Context, p *srq.Publishing) ([]srq.PublishResult, error) {
 			res, err := next(ctx, p)
-			n := 0
+			queue := keyQueue.String(p.Queue)
+			if err != nil {
+				sent.Add(ctx, int64(len(p.Messages)), metric.WithAttributes(attrSystem, opSend, queue, keyErrorType.String(errorType(err))))
+				return res, err
+			}
+			dup := 0
 			for _, r := range res {
-				if !r.Duplicate {
-					n++
+				if r.Duplicate {
+					dup++
 				}
 			}
-			if n > 0 {
-				published.Add(ctx, int64(n), metric.WithAttributes(keyQueue.String(p.Queue)))
+			if n := len(res) - dup; n > 0 {
+				sent.Add(ctx, int64(n), metric.WithAttributes(attrSystem, opSend, queue))
+			}
+			if dup > 0 {
+				sent.Add(ctx, int64(dup), metric.WithAttributes(attrSystem, opSend, queue, keyDuplicate.Bool(true)))
 			}
 			return res, err
 		}
@@ -134,7 +146,7 @@ func QueueDepth(cfg OTelConfig, queues ...*engine.Engine) (metric.Registration, 
 				errs = append(errs, err)
 				continue
 			}
-			attrs := metric.WithAttributes(keyQueue.String(q.Config().Queue))
+			attrs := metric.WithAttributes(attrSystem, keyQueue.String(q.Config().Queue))
 			o.ObserveInt64(pending, st.Pending, attrs)
 			o.ObserveInt64(leased, st.InFlight, attrs)
 			o.ObserveInt64(dead, st.Dead, attrs)

@@ -3,10 +3,13 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -22,6 +25,7 @@ import (
 )
 
 type otelKit struct {
+	client *redis.Client
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
 	cfg    middleware.OTelConfig
@@ -29,7 +33,7 @@ type otelKit struct {
 }
 
 func newOTelKit(t *testing.T) *otelKit {
-	k := &otelKit{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	k := &otelKit{client: redistest.Client(t), spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	k.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(k.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(k.reader))
 	t.Cleanup(func() { _ = k.tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
@@ -44,7 +48,7 @@ func (k *otelKit) queue(t *testing.T, name string) *srq.Queue[string] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := srq.NewQueue[string](redistest.Client(t), srq.QueueConfig{Name: name,
+	q, err := srq.NewQueue[string](k.client, srq.QueueConfig{Name: name,
 		PublishMiddleware: []srq.PublishMiddleware{middleware.TracingPublish(k.cfg), pubMetrics}})
 	if err != nil {
 		t.Fatal(err)
@@ -162,58 +166,70 @@ func TestTracingWorkflowIsOneTrace(t *testing.T) {
 		t.Errorf("span counts %v", count)
 	}
 
-	// Metrics: per queue, the deliveries and their outcomes.
+	// Metrics: per queue, the deliveries and their outcomes, every point with messaging.system.
+	got := k.points(t, ctx)
+	want := map[string]int64{
+		middleware.MetricSent + " " + qa.Name(): 1, middleware.MetricSent + " " + qb.Name(): 1, middleware.MetricSent + " " + qc.Name(): 1,
+		middleware.MetricConsumed + " " + qa.Name(): 1, middleware.MetricConsumed + " " + qb.Name(): 2, middleware.MetricConsumed + " " + qc.Name(): 1,
+		middleware.MetricInFlight + " " + qa.Name(): 0, middleware.MetricInFlight + " " + qb.Name(): 0, middleware.MetricInFlight + " " + qc.Name(): 0,
+		middleware.MetricProcessDuration + " " + qa.Name() + " done":           1,
+		middleware.MetricProcessDuration + " " + qb.Name() + " retry rejected": 1,
+		middleware.MetricProcessDuration + " " + qb.Name() + " done":           1,
+		middleware.MetricProcessDuration + " " + qc.Name() + " done":           1,
+		middleware.MetricLag + " " + qa.Name():                                 1, middleware.MetricLag + " " + qb.Name(): 2, middleware.MetricLag + " " + qc.Name(): 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("metrics\n got %v\nwant %v", got, want)
+	}
+}
+
+// points collects the metrics: "<name> <queue>[ <srq.outcome>[ <error.type>]]" → the sum's value
+// or the histogram's count. Every point must have messaging.system srq, and those of the
+// conventions' metrics their messaging.operation.name.
+func (k *otelKit) points(t *testing.T, ctx context.Context) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := k.reader.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
 	}
-	sums := map[string]map[string]int64{}
-	hists := map[string]map[string]uint64{}
+	out := map[string]int64{}
+	add := func(name string, attrs attribute.Set, v int64) {
+		if sys, _ := attrs.Value("messaging.system"); sys.AsString() != "srq" {
+			t.Errorf("%s %v: messaging.system %q", name, attrs.ToSlice(), sys.AsString())
+		}
+		op, hasOp := attrs.Value("messaging.operation.name")
+		if strings.HasPrefix(name, "messaging.") != hasOp || (hasOp && op.AsString() != map[bool]string{true: "send", false: "process"}[name == middleware.MetricSent]) {
+			t.Errorf("%s %v: messaging.operation.name %q", name, attrs.ToSlice(), op.AsString())
+		}
+		key := name
+		for _, a := range []attribute.Key{"messaging.destination.name", "srq.outcome", "error.type"} {
+			if v, ok := attrs.Value(a); ok {
+				key += " " + v.AsString()
+			}
+		}
+		out[key] += v
+	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch data := m.Data.(type) {
 			case metricdata.Sum[int64]:
 				for _, p := range data.DataPoints {
-					q, _ := p.Attributes.Value("messaging.destination.name")
-					if sums[m.Name] == nil {
-						sums[m.Name] = map[string]int64{}
-					}
-					sums[m.Name][q.AsString()] += p.Value
+					add(m.Name, p.Attributes, p.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range data.DataPoints {
+					add(m.Name, p.Attributes, p.Value)
 				}
 			case metricdata.Histogram[float64]:
 				for _, p := range data.DataPoints {
-					q, _ := p.Attributes.Value("messaging.destination.name")
-					if hists[m.Name] == nil {
-						hists[m.Name] = map[string]uint64{}
-					}
-					hists[m.Name][q.AsString()] += p.Count
+					add(m.Name, p.Attributes, int64(p.Count))
 				}
+			default:
+				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
 			}
 		}
 	}
-	want := map[string]map[string]int64{
-		middleware.MetricPublished:    {qa.Name(): 1, qb.Name(): 1, qc.Name(): 1},
-		middleware.MetricProcessed:    {qa.Name(): 1, qb.Name(): 2, qc.Name(): 1},
-		middleware.MetricFailed:       {qb.Name(): 1},
-		middleware.MetricRetried:      {qb.Name(): 1},
-		middleware.MetricInFlight:     {qa.Name(): 0, qb.Name(): 0, qc.Name(): 0},
-		middleware.MetricDeadLettered: nil,
-	}
-	for name, byQueue := range want {
-		for q, v := range byQueue {
-			if sums[name][q] != v {
-				t.Errorf("%s{%s} = %d, want %d", name, q, sums[name][q], v)
-			}
-		}
-		if byQueue == nil && len(sums[name]) != 0 {
-			t.Errorf("%s = %v, want nothing", name, sums[name])
-		}
-	}
-	for _, name := range []string{middleware.MetricDuration, middleware.MetricLag} {
-		if hists[name][qb.Name()] != 2 || hists[name][qa.Name()] != 1 {
-			t.Errorf("%s counts %v", name, hists[name])
-		}
-	}
+	return out
 }
 
 func TestMetricsDeadLetterAndDepth(t *testing.T) {
@@ -240,30 +256,43 @@ func TestMetricsDeadLetterAndDepth(t *testing.T) {
 	k.work(t, runCtx, q, func(context.Context, *srq.Task[string]) error { return srq.Permanent(errors.New("no")) })
 	waitUntil(t, func() bool { st, _ := q.Engine().Stats(ctx); return st.Dead == 1 })
 	stop()
+	got := k.points(t, ctx)
+	want := map[string]int64{
+		middleware.MetricSent + " " + q.Name(): 2, middleware.MetricConsumed + " " + q.Name(): 1,
+		middleware.MetricProcessDuration + " " + q.Name() + " dead permanent": 1, middleware.MetricLag + " " + q.Name(): 1,
+		middleware.MetricInFlight + " " + q.Name():     0,
+		middleware.MetricQueuePending + " " + q.Name(): 1, middleware.MetricQueueDead + " " + q.Name(): 1, middleware.MetricQueueLeased + " " + q.Name(): 0,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("metrics\n got %v\nwant %v", got, want)
+	}
+	// A duplicate publish is sent, and counted as one.
+	dup := &srq.PublishOpts{ID: "dup", Delay: time.Hour}
+	if _, err := q.Publish(ctx, "later", dup); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := q.Publish(ctx, "later", dup); err != nil || !res.Duplicate {
+		t.Fatalf("second publish: %+v, %v", res, err)
+	}
 	var rm metricdata.ResourceMetrics
 	if err := k.reader.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
+	dups := 0
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			switch data := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range data.DataPoints {
-					got[m.Name] += p.Value
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range data.DataPoints {
-					got[m.Name] += p.Value
+			if m.Name != middleware.MetricSent {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if v, ok := p.Attributes.Value("srq.duplicate"); ok && v.AsBool() {
+					dups += int(p.Value)
 				}
 			}
 		}
 	}
-	for name, v := range map[string]int64{middleware.MetricDeadLettered: 1, middleware.MetricFailed: 1,
-		middleware.MetricQueuePending: 1, middleware.MetricQueueDead: 1, middleware.MetricQueueLeased: 0, middleware.MetricPublished: 2} {
-		if got[name] != v {
-			t.Errorf("%s = %d, want %d (all: %v)", name, got[name], v, got)
-		}
+	if dups != 1 {
+		t.Errorf("%s with srq.duplicate: %d, want 1", middleware.MetricSent, dups)
 	}
 }
 

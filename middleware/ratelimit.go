@@ -12,12 +12,16 @@ import (
 // EngineSource is what RateLimit needs of a queue: its engine. *srq.Queue[T] is one.
 type EngineSource interface{ Engine() *engine.Engine }
 
+// Rate is a rate limit for RateLimit: Limit tasks per Per, with bursts of up to Burst tasks
+// (default 1: evenly spaced). The zero Rate is no limit.
+type Rate = engine.Rate
+
 // RateLimitConfig sets the limits RateLimit applies. A zero Rate is no limit.
 type RateLimitConfig struct {
 	// PerPartition limits each partition on its own.
-	PerPartition engine.Rate
+	PerPartition Rate
 	// PerQueue limits the whole queue.
-	PerQueue engine.Rate
+	PerQueue Rate
 }
 
 // rateLimitRetry is how long a task waits when its limits could not be asked.
@@ -31,7 +35,7 @@ const rateLimitRetry = time.Second
 // fails with srq.ErrInvalid for a nil q (nil, a nil *srq.Queue[T], or a source whose Engine
 // returns nil), a rate with a limit but no period, or a negative burst.
 func RateLimit(q EngineSource, cfg RateLimitConfig) (srq.Middleware, error) {
-	for name, r := range map[string]engine.Rate{"PerPartition": cfg.PerPartition, "PerQueue": cfg.PerQueue} {
+	for name, r := range map[string]Rate{"PerPartition": cfg.PerPartition, "PerQueue": cfg.PerQueue} {
 		if r.Limit < 0 || (r.Limit > 0 && r.Per < time.Millisecond) || r.Burst < 0 {
 			return nil, fmt.Errorf("%w: %s rate %+v: want a limit of at least 1 per at least 1ms", srq.ErrInvalid, name, r)
 		}

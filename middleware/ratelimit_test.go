@@ -50,7 +50,7 @@ func TestRateLimitPerPartition(t *testing.T) {
 		}
 		return nil
 	})
-	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 1, Per: 400 * time.Millisecond}})
+	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: middleware.Rate{Limit: 1, Per: 400 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +106,9 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cfg := range []middleware.RateLimitConfig{
-		{PerPartition: engine.Rate{Limit: 1}},
-		{PerQueue: engine.Rate{Limit: -1, Per: time.Second}},
-		{PerQueue: engine.Rate{Limit: 1, Per: time.Second, Burst: -2}},
+		{PerPartition: middleware.Rate{Limit: 1}},
+		{PerQueue: middleware.Rate{Limit: -1, Per: time.Second}},
+		{PerQueue: middleware.Rate{Limit: 1, Per: time.Second, Burst: -2}},
 	} {
 		if _, err := middleware.RateLimit(q, cfg); !errors.Is(err, srq.ErrInvalid) {
 			t.Errorf("%+v: %v", cfg, err)
@@ -125,7 +125,7 @@ func (noEngine) Engine() *engine.Engine { return nil }
 // source, a typed nil queue, and a source without an engine.
 func TestRateLimitNilSource(t *testing.T) {
 	t.Parallel()
-	cfg := middleware.RateLimitConfig{PerQueue: engine.Rate{Limit: 1, Per: time.Second}}
+	cfg := middleware.RateLimitConfig{PerQueue: middleware.Rate{Limit: 1, Per: time.Second}}
 	for name, q := range map[string]middleware.EngineSource{
 		"nil":                nil,
 		"(*srq.Queue)(nil)":  (*srq.Queue[int])(nil),

@@ -15,8 +15,7 @@ import (
 type RetryConfig struct {
 	// Policy returns a fresh backoff policy (github.com/cenkalti/backoff/v4); the delay after
 	// attempt n is its n-th NextBackOff. A policy that returns backoff.Stop ends the retries: the
-	// task is dead-lettered. Default: exponential from 1s, ×2 each attempt, ±50% jitter, at most
-	// 10 minutes.
+	// task is dead-lettered. Default DefaultBackoff: the waits of srq.DefaultRetryPolicy.
 	Policy func() backoff.BackOff
 	// MaxElapsedTime dead-letters a task whose next retry would come this long after it was
 	// first published. Default 0: no limit (the task's max attempts still apply).
@@ -26,12 +25,14 @@ type RetryConfig struct {
 	Retryable func(error) bool
 }
 
-// DefaultBackoff is Retry's default policy.
+// DefaultBackoff is Retry's default policy, the worker's default (srq.DefaultRetryPolicy) as a
+// backoff.BackOff: after attempt n it waits 1s×2^(n-1), at most 10 minutes, spread evenly by
+// ±20% jitter (so a capped wait lies between 8 and 12 minutes). It never returns backoff.Stop.
 func DefaultBackoff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = time.Second
 	b.Multiplier = 2
-	b.RandomizationFactor = 0.5
+	b.RandomizationFactor = 0.2 // ±20%, uniform, around the capped interval: as srq.ExponentialBackoff
 	b.MaxInterval = 10 * time.Minute
 	b.MaxElapsedTime = 0 // elapsed time is measured from the task's publish, below
 	b.Reset()
@@ -42,8 +43,13 @@ func DefaultBackoff() backoff.BackOff {
 // for the task's attempt, or into srq.Permanent when the error is not retryable, the policy stops,
 // or the time since publish would pass MaxElapsedTime. Errors that already decide (srq.Reject…,
 // srq.Snooze, srq.Permanent) pass through unchanged, and so does any error once the worker cut the
-// handler off (its context's cause is srq.ErrShutdown or srq.ErrLeaseLost). The task's max attempts still cap the
-// retries: the engine dead-letters a task that rejects its last attempt.
+// handler off (its context's cause is srq.ErrShutdown or srq.ErrLeaseLost). The task's max
+// attempts still cap the retries: the engine dead-letters a task that rejects its last attempt.
+//
+// A worker retries ordinary errors without this middleware, by srq.WorkerConfig.Retry (default
+// srq.DefaultRetryPolicy, whose waits DefaultBackoff gives too). Use Retry for a policy written
+// with github.com/cenkalti/backoff/v4, or to dead-letter errors that Retryable refuses or tasks
+// past MaxElapsedTime. Retry itself does not fail.
 func Retry(cfg RetryConfig) srq.Middleware {
 	if cfg.Policy == nil {
 		cfg.Policy = DefaultBackoff

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -38,12 +39,36 @@ func TestRetryDelaysFollowThePolicy(t *testing.T) {
 			t.Errorf("attempt %d: %v, want a reject after %v wrapping the error", attempt, err, want)
 		}
 	}
-	// The default policy jitters ±50% around 1s, 2s, 4s, ...
+}
+
+// TestDefaultBackoffIsTheWorkersPolicy: Retry's default policy and the worker's
+// (srq.DefaultRetryPolicy) wait alike after every attempt: 1s×2^(n-1) up to 10 minutes, spread
+// evenly over ±20%. Each attempt is sampled 2,000 times: both stay inside the ±20% band and reach
+// within 2% of both its ends.
+func TestDefaultBackoffIsTheWorkersPolicy(t *testing.T) {
+	t.Parallel()
 	def := middleware.Retry(middleware.RetryConfig{})
-	for attempt, base := range map[int]time.Duration{1: time.Second, 3: 4 * time.Second} {
-		var rej *srq.RejectError
-		if err := run(def, attempt, time.Now(), boom); !errors.As(err, &rej) || rej.Delay < base/2 || rej.Delay > base*3/2 {
-			t.Errorf("default policy, attempt %d: %v", attempt, err)
+	boom := errors.New("boom")
+	for attempt := 1; attempt <= 14; attempt++ {
+		nominal := min(time.Second<<(attempt-1), 10*time.Minute)
+		for name, delay := range map[string]func() time.Duration{
+			"middleware.Retry": func() time.Duration {
+				var rej *srq.RejectError
+				if err := run(def, attempt, time.Now(), boom); !errors.As(err, &rej) {
+					t.Fatalf("attempt %d: %v", attempt, err)
+				}
+				return rej.Delay
+			},
+			"srq.DefaultRetryPolicy": func() time.Duration { return srq.DefaultRetryPolicy(attempt, boom) },
+		} {
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for range 2000 {
+				r := float64(delay()) / float64(nominal)
+				lo, hi = min(lo, r), max(hi, r)
+			}
+			if lo < 0.8 || hi > 1.2 || lo > 0.82 || hi < 1.18 {
+				t.Errorf("%s, attempt %d: waits from %.3f to %.3f × %v, want from about 0.8 to 1.2", name, attempt, lo, hi, nominal)
+			}
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -14,54 +13,10 @@ import (
 	"github.com/srqueue/srq"
 )
 
-// instrumentationName names srq's tracer and meter.
-const instrumentationName = "github.com/srqueue/srq"
-
-// OTelConfig configures the OpenTelemetry middleware. Zero values mean the global providers and
-// propagator (go.opentelemetry.io/otel).
-type OTelConfig struct {
-	// TracerProvider makes the publish and process spans. Default otel.GetTracerProvider().
-	TracerProvider trace.TracerProvider
-	// MeterProvider makes the metrics' instruments. Default otel.GetMeterProvider().
-	MeterProvider metricProvider
-	// Propagator carries a publish's trace context in the task's headers to its handler. Default
-	// otel.GetTextMapPropagator(), which carries nothing until the application sets one
-	// (otel.SetTextMapPropagator): without it each handler's span starts a trace of its own.
-	Propagator propagation.TextMapPropagator
-}
-
-func (c OTelConfig) tracer() trace.Tracer {
-	tp := c.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return tp.Tracer(instrumentationName)
-}
-
-func (c OTelConfig) propagator() propagation.TextMapPropagator {
-	if c.Propagator != nil {
-		return c.Propagator
-	}
-	return otel.GetTextMapPropagator()
-}
-
-// Attribute keys, after the OpenTelemetry messaging conventions; srq.* for what they lack.
-var (
-	attrSystem       = attribute.String("messaging.system", "srq")
-	keyQueue         = attribute.Key("messaging.destination.name")
-	keyPartition     = attribute.Key("messaging.destination.partition.id")
-	keyOperation     = attribute.Key("messaging.operation.type")
-	keyMessageID     = attribute.Key("messaging.message.id")
-	keyBatchCount    = attribute.Key("messaging.batch.message_count")
-	keyAttempt       = attribute.Key("srq.attempt")
-	keyOperationName = attribute.Key("messaging.operation.name")
-	keyErrorType     = attribute.Key("error.type")
-	keyOutcome       = attribute.Key("srq.outcome")
-)
-
 // TracingPublish starts a producer span for every publish ("send <queue>") and injects its
 // context into every message's headers, so the consumer span continues the trace. A publish made
-// inside a handler is a child of the handler's span: workflows show as one trace.
+// inside a handler is a child of the handler's span: workflows show as one trace. It does not
+// fail: it returns what the publish returned.
 func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
 	tracer, prop := cfg.tracer(), cfg.propagator()
 	return func(next srq.PublishFunc) srq.PublishFunc {
@@ -94,9 +49,11 @@ func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
 }
 
 // Tracing starts a consumer span for every delivery ("process <queue>"), as a child of the
-// producer span whose context the task's headers carry. The span has the queue, partition, task
-// id and attempt, and the outcome (done, retry, snooze, dead, handed_back); failures are recorded
-// (a panic with its stack) and set the span's status and error.type.
+// producer span whose context the task's headers carry (a flow step's: the step's span of
+// TracingFlow). The span has the queue, partition, task id and attempt, a flow step's flow id and
+// step name, and the outcome (done, retry, snooze, dead, handed_back); failures are recorded (a
+// panic with its stack) and set the span's status and error.type. Tracing does not fail: it
+// returns the handler's error unchanged.
 func Tracing(cfg OTelConfig) srq.Middleware {
 	tracer, prop := cfg.tracer(), cfg.propagator()
 	return func(next srq.WorkFunc) srq.WorkFunc {
@@ -105,6 +62,9 @@ func Tracing(cfg OTelConfig) srq.Middleware {
 				trace.WithAttributes(attrSystem, keyQueue.String(d.Queue), keyOperation.String("process"),
 					keyOperationName.String("process"), keyPartition.String(string(d.Partition)),
 					keyMessageID.String(d.ID), keyAttempt.Int(d.Attempt))}
+			if fid := d.FlowID(); fid != "" {
+				opts = append(opts, trace.WithAttributes(keyFlowID.String(fid), keyFlowStep.String(d.Step())))
+			}
 			ctx = prop.Extract(ctx, propagation.MapCarrier(d.Headers))
 			if !trace.SpanContextFromContext(ctx).IsValid() {
 				// A task published without trace context starts its own trace rather than joining
@@ -116,7 +76,7 @@ func Tracing(cfg OTelConfig) srq.Middleware {
 			err := next(ctx, d)
 			out := outcome(ctx, d, err)
 			span.SetAttributes(keyOutcome.String(out))
-			if err != nil && out != "snooze" && out != "handed_back" {
+			if failed(out) {
 				var pan *srq.PanicError
 				if errors.As(err, &pan) {
 					span.RecordError(err, trace.WithAttributes(attribute.String("exception.stacktrace", string(pan.Stack))))
@@ -151,6 +111,10 @@ func outcome(ctx context.Context, d *srq.Delivery, err error) string {
 	}
 	return "retry"
 }
+
+// failed says whether outcome out is a failure of the delivery: retry or dead. A snooze and a
+// hand-back are not.
+func failed(out string) bool { return out == "retry" || out == "dead" }
 
 // errorType is the error.type attribute: the kind of failure srq saw.
 func errorType(err error) string {

@@ -9,15 +9,15 @@ import (
 	"strings"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/inspect"
-	"github.com/srqueue/srq/internal/exampleredis"
 	"github.com/srqueue/srq/web"
 )
 
 // Mount the dashboard under a path of your service's mux. Its links are relative, so StripPrefix
 // is all it takes; put your authentication in front of it, or set Config.Auth.
 func ExampleNewHandler() {
-	client, stop := exampleredis.MustEmbedded() // a real Redis in production
+	client, stop := devredis.MustEmbedded() // a real Redis in production
 	defer stop()
 	q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: "emails"})
 	if err != nil {
@@ -48,7 +48,7 @@ func ExampleNewHandler() {
 // Serve srq's Prometheus metrics: every queue's depth, read at each scrape, and whatever the
 // worker's middleware records through MeterProvider.
 func ExampleNewMetrics() {
-	client, stop := exampleredis.MustEmbedded() // a real Redis in production
+	client, stop := devredis.MustEmbedded() // a real Redis in production
 	defer stop()
 	ctx := context.Background()
 	q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: "emails"})

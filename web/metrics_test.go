@@ -172,7 +172,7 @@ func TestMetricsMatchDocs(t *testing.T) {
 	}
 	// A few values, to know the gauges read the right queue.
 	for name, wantV := range map[string]float64{"srq_queue_dead": 1, "srq_queue_pending": 0, "srq_queue_partitions_paused": 1,
-		"srq_published_total": 3, "srq_dead_lettered_total": 1} {
+		"messaging_client_sent_messages_total": 3, "messaging_client_consumed_messages_total": 4} {
 		if v := value(samples[name], "metrics"); v != wantV {
 			t.Errorf("%s = %v, want %v", name, v, wantV)
 		}
@@ -190,20 +190,26 @@ func (b *bundle) metrics() *Metrics {
 	return m
 }
 
-// value returns the sample of mf whose messaging_destination_name is queue (a counter's or a
-// gauge's value), or -1.
+// value returns the sum of the samples of mf whose messaging_destination_name is queue (counters'
+// or gauges' values), or -1 for none.
 func value(mf *dto.MetricFamily, queue string) float64 {
+	sum, found := 0.0, false
 	for _, m := range mf.GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "messaging_destination_name" && l.GetValue() == queue && len(m.GetLabel()) == 1 {
+			if l.GetName() == "messaging_destination_name" && l.GetValue() == queue {
+				found = true
 				if m.Counter != nil {
-					return m.GetCounter().GetValue()
+					sum += m.GetCounter().GetValue()
+				} else {
+					sum += m.GetGauge().GetValue()
 				}
-				return m.GetGauge().GetValue()
 			}
 		}
 	}
-	return -1
+	if !found {
+		return -1
+	}
+	return sum
 }
 
 func TestMetricsChecks(t *testing.T) {

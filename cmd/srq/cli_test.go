@@ -336,3 +336,27 @@ func TestTaskShowsPayloadAsJSON(t *testing.T) {
 		t.Fatalf("--json payload %q %v", tj.Payload, err)
 	}
 }
+
+// TestQueueDelete: `srq queue delete` asks first, refuses while a worker is live unless --force,
+// and deletes every key of the queue and its registry entry.
+func TestQueueDelete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed() // w1 fetched just now: a live consumer
+	if code, _, stderr := f.run("no\n", "queue", "delete", "q"); code != 1 || !strings.Contains(stderr, "not confirmed") {
+		t.Fatalf("declined: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := f.run("", "--yes", "queue", "delete", "q"); code != 1 || !strings.Contains(stderr, "live consumers") {
+		t.Fatalf("with a live worker: exit %d, %s", code, stderr)
+	}
+	code, stdout, stderr := f.run("", "--yes", "queue", "delete", "--force", "q")
+	if code != 0 || !strings.Contains(stdout, "deleted queue q") {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	if keys, _ := f.client.Keys(f.ctx, f.prefix+"*").Result(); len(keys) != 0 {
+		t.Fatalf("left: %v", keys)
+	}
+	if code, _, stderr := f.run("", "queue"); code != 2 || !strings.Contains(stderr, "subcommand") {
+		t.Fatalf("no subcommand: exit %d, %s", code, stderr)
+	}
+}

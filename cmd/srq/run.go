@@ -54,6 +54,7 @@ Commands:
   flows                        the queue's running flows, newest first: --ended, --offset N, --limit N
   events                       the newest --limit events (default 20), or those after --from P (0: the oldest;
                                now: none before); --follow keeps printing them as they come
+  queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
   watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
                                --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public
@@ -210,10 +211,17 @@ func (c *cli) dispatch(args []string) error {
 		}
 		cmd, rest = "dead "+rest[0], rest[1:]
 	}
+	if cmd == "queue" {
+		if len(rest) == 0 {
+			return usagef("queue needs a subcommand: delete")
+		}
+		cmd, rest = "queue "+rest[0], rest[1:]
+	}
 	commands := map[string]func([]string) error{
 		"queues": c.queues, "stats": c.stats, "partitions": c.partitions, "inflight": c.inflight,
 		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
 		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
+		"queue delete": c.queueDelete,
 	}
 	maps.Copy(commands, c.flowCommands())
 	if cmd == "help" {

@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 )
 
 // Work is the payload of every task in this example: a user's event, or a plain job.
@@ -34,7 +34,7 @@ type Work struct {
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, where, stop, err := exampleredis.Connect()
+	client, where, stop, err := devredis.Connect()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,6 +50,8 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	if err != nil {
 		return err
 	}
+	// The example's queue goes when it ends: on a real Redis it would otherwise stay registered.
+	defer srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
 
 	// Each user's events go to the user's ordered partition; plain jobs to the base partition.
 	var msgs []srq.Message[Work]
@@ -106,7 +108,7 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 
 	// Wait until nothing is pending or leased, then stop the worker gracefully.
 	for {
-		st, err := q.Engine().Stats(ctx)
+		st, err := q.Stats(ctx)
 		if err != nil {
 			return err
 		}
@@ -136,24 +138,17 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	sort.Strings(jobs)
 	fmt.Println("plain jobs done:", strings.Join(jobs, ", "))
 	fmt.Println("retried:", strings.Join(retries, ", "))
-	page, err := q.Engine().DeadLetters(ctx, 0, 10)
+	page, err := q.DeadLetters(ctx, srq.DeadQuery{Limit: 10})
 	if err != nil {
 		return err
 	}
 	for _, d := range page.Letters {
-		fmt.Printf("dead letter: %s after %d attempts: %s\n", d.ID, d.Attempts, d.LastError)
+		fmt.Printf("dead letter: %s after %d attempts: %s\n", d.ID, d.Attempts, d.Error)
 	}
-	st, err := q.Engine().Stats(ctx)
+	st, err := q.Stats(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("summary: %d published, %d acked, %d dead-lettered\n", st.Published, st.Acked, st.DeadLettered)
-
-	// Clean up on a real server: purge the dead letter and the queue's counters. The queue's entry
-	// in the registry hash (srq:queues, which `srq queues` lists) and its consumers set stay.
-	if _, err := q.Engine().PurgeAll(ctx); err != nil {
-		return err
-	}
-	k := q.Engine().Keys()
-	return client.Del(ctx, k.Stats(), k.Seq(), k.Wake(), k.Dedup()).Err()
+	return nil
 }

@@ -22,8 +22,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
-	"github.com/srqueue/srq/engine"
-	"github.com/srqueue/srq/internal/exampleredis"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/middleware"
 )
 
@@ -77,7 +76,7 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, where, stop, err := exampleredis.Connect()
+	client, where, stop, err := devredis.Connect()
 	if err != nil {
 		return err
 	}
@@ -88,6 +87,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The example's queue goes when it ends: on a real Redis it would otherwise stay registered.
+	defer srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
 	customers := []string{"acme", "globex", "initech"}
 	var msgs []srq.Message[Call]
 	for seq := 1; seq <= 6; seq++ {
@@ -121,7 +122,7 @@ func run() error {
 	})
 	// Our own limit, slightly under the API's: 2 per 350ms per customer. Tasks over it are
 	// snoozed for exactly the time until the next slot, without using an attempt.
-	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: engine.Rate{Limit: 2, Per: 350 * time.Millisecond, Burst: 2}})
+	limit, err := middleware.RateLimit(q, middleware.RateLimitConfig{PerPartition: middleware.Rate{Limit: 2, Per: 350 * time.Millisecond, Burst: 2}})
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 -- ack_tasks.lua: the work of an ack, as a function, for ack.lua and ack_fetch.lua. Included after
--- common.lua, outcome.lua and flow.lua; the caller runs flow_run (when flow_pending) and finish()
+-- common.lua, outcome.lua and flow.lua; the caller runs flow_run (when flow_queue is set) and finish()
 -- afterwards.
 
 -- ack_tasks completes the leased tasks named by ARGV[first…last], 3 per task (id, fencing token,
@@ -48,7 +48,7 @@ local function ack_tasks(now, window, keep, first, last)
       end
       if window > 0 then dedup[#dedup + 1] = now_s; dedup[#dedup + 1] = id end
       acked = acked + 1
-      emit('acked', id)
+      if EVENTS_MAX then emit('acked', id) end
       res[#res + 1] = OK
     end
   end

@@ -33,12 +33,10 @@ local BASE = ARGV[1]
 -- emit): "<prefix>:{<queue>}:<n>". The base ends at the first "}:", as no prefix or queue name
 -- holds '}', so the number costs the callers no argument of its own and the scripts one find.
 local EVENTS_MAX = false
-do
+if string.byte(BASE, -1) ~= 58 then -- a bare key base ends with ':'
   local i = string.find(BASE, '}:', 1, true)
-  if i and i + 1 < #BASE then
-    EVENTS_MAX = string.sub(BASE, i + 2)
-    BASE = string.sub(BASE, 1, i + 1)
-  end
+  EVENTS_MAX = string.sub(BASE, i + 2)
+  BASE = string.sub(BASE, 1, i + 1)
 end
 
 -- Result codes; engine/errors.go maps them to Go errors. LEVELS: a publish or requeue would give a
@@ -54,19 +52,16 @@ local function k_held(p) return BASE .. 'l:' .. p end
 -- K_PRIO is built here rather than passed in KEYS: it shares the queue's hash tag like the
 -- per-partition keys, and keeping KEYS fixed keeps every caller's argument list unchanged.
 local K_PRIO = BASE .. 'prio'
--- K_HALTED is the ZSET of the ordered partitions held by a dead letter, scored by the ms they were
--- held (settle.lua's bury): like K_PRIO, built from the key base.
-local K_HALTED = BASE .. 'halted'
-
--- K_EVENTS is the queue's event stream, written only when the caller keeps one (EVENTS_MAX set).
-local K_EVENTS = BASE .. 'ev'
+-- k_halted is the ZSET of the ordered partitions held by a dead letter, scored by the ms they were
+-- held (settle.lua's bury).
+local function k_halted() return BASE .. 'halted' end
 
 -- emit appends an event of kind about task (or flow) id, with more field, value pairs, to the
 -- queue's event stream in the same call as the change it reports, capped near EVENTS_MAX entries
 -- (MAXLEN ~, so trimming is cheap). Without a stream it does nothing.
 local function emit(kind, id, ...)
   if not EVENTS_MAX then return end
-  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAX, '*', 'k', kind, 'id', id, ...)
+  redis.call('XADD', BASE .. 'ev', 'MAXLEN', '~', EVENTS_MAX, '*', 'k', kind, 'id', id, ...)
 end
 
 -- Ordered partitions are the keys that start with '!'.
@@ -86,8 +81,7 @@ local function lease_tracked(v) local b = string.byte(v, 21) return b == 116 or 
 local function lease_outcome(v) return string.byte(v, 21) < 97 end -- upper case
 local function lease_cancelled(v) local b = string.byte(v, 21) return b == 99 or b == 100 or b == 67 or b == 68 end
 local function lease_consumer(v) return string.sub(v, 22) end
--- LEASE_CANCEL maps a lease's mark to the same mark asked to cancel.
-local LEASE_CANCEL = {t = 'c', u = 'd', T = 'C', U = 'D'}
+
 
 -- leases_of returns the leases of ids, in their order (false for an id without one), with one
 -- HMGET per 1000 ids (unpack fails past about 8000 values).

@@ -35,8 +35,10 @@
 -- call, up to FLOW_BUDGET a call; the rest go through the outbox, so no call's work grows with the
 -- size of a flow.
 
-local K_OUTBOX = BASE .. 'fo'
-local K_FLOWS, K_FLOWS_END, K_FLOWS_PREP = BASE .. 'flows', BASE .. 'flowsx', BASE .. 'flowsp'
+local function k_outbox() return BASE .. 'fo' end
+local function k_flows() return BASE .. 'flows' end
+local function k_flows_end() return BASE .. 'flowsx' end
+local function k_flows_prep() return BASE .. 'flowsp' end
 local function k_children(id) return BASE .. 'fc:' .. id end
 local function k_parents(id) return BASE .. 'fp:' .. id end
 local function k_flow(fid) return BASE .. 'f:' .. fid end
@@ -55,7 +57,7 @@ local GATE, GATE_OPEN = '', '00000000000000000001'
 
 -- The signals of this call still to apply here, in order, and how many the budget has used;
 -- whether it wrote to the outbox (a script then ends its reply with RELAY, so the caller relays).
-local flow_queue, flow_head, flow_spent, flow_outboxed = {}, 1, 0, false
+local flow_queue, flow_head, flow_spent, flow_outboxed = nil, 1, 0, false
 local RELAY = -1
 
 -- ref_split splits a step's ref into its key base and task id: the base ends at the first "}:"
@@ -70,9 +72,10 @@ end
 local function flow_send(m)
   if m.b == BASE and flow_spent < FLOW_BUDGET then
     flow_spent = flow_spent + 1
+    flow_queue = flow_queue or {}
     flow_queue[#flow_queue + 1] = m
   else
-    redis.call('ZADD', K_OUTBOX, int(clock_ms or now_ms()), cjson.encode(m))
+    redis.call('ZADD', k_outbox(), int(clock_ms or now_ms()), cjson.encode(m))
     flow_outboxed = true
   end
 end
@@ -210,7 +213,7 @@ end
 
 -- flow_prune forgets up to n ended flows whose home is here and whose retention has ended.
 local function flow_prune(now, n)
-  local old = redis.call('ZRANGEBYSCORE', K_FLOWS_END, '-inf', int(now), 'LIMIT', '0', n)
+  local old = redis.call('ZRANGEBYSCORE', k_flows_end(), '-inf', int(now), 'LIMIT', '0', n)
   if #old == 0 then return end
   local keys = {}
   for i = 1, #old do
@@ -219,16 +222,17 @@ local function flow_prune(now, n)
     keys[#keys + 1] = k_flow_def(old[i])
   end
   redis.call('DEL', unpack(keys))
-  redis.call('ZREM', K_FLOWS_END, unpack(old))
+  redis.call('ZREM', k_flows_end(), unpack(old))
 end
 
--- FLOW_BAD and FLOW_FINAL are the step states a flow counts as failed, and as failed for good.
-local FLOW_BAD = {x = true, c = true, X = true, C = true}
-local FLOW_FINAL = {X = true, C = true}
-
--- flow_count is 1 when set[s], else 0.
-local function flow_count(set, s)
-  if set[s] then return 1 end
+-- flow_bad and flow_final are 1 for the step states a flow counts as failed, and as failed for
+-- good; else 0.
+local function flow_bad(s)
+  if s == 'x' or s == 'c' or s == 'X' or s == 'C' then return 1 end
+  return 0
+end
+local function flow_final(s)
+  if s == 'X' or s == 'C' then return 1 end
   return 0
 end
 
@@ -243,8 +247,8 @@ local function flow_noted(fid, name, s, v, now)
   redis.call('HSET', ks, name, s .. v)
   local old = string.sub(cur, 1, 1)
   local d_ok = (s == 'o' and 1 or 0) - (old == 'o' and 1 or 0)
-  local d_bad = flow_count(FLOW_BAD, s) - flow_count(FLOW_BAD, old)
-  local d_fin = flow_count(FLOW_FINAL, s) - flow_count(FLOW_FINAL, old)
+  local d_bad = flow_bad(s) - flow_bad(old)
+  local d_fin = flow_final(s) - flow_final(old)
   if d_ok == 0 and d_bad == 0 and d_fin == 0 then return end
   local kf = k_flow(fid)
   local f = redis.call('HMGET', kf, 'n', 'ok', 'bad', 'fin', 'S', 'k', 'e')
@@ -267,14 +271,14 @@ local function flow_noted(fid, name, s, v, now)
   if ok + bad == n then
     if not f[7] then
       redis.call('HSET', kf, 'e', int(now))
-      redis.call('ZREM', K_FLOWS, fid)
-      redis.call('ZADD', K_FLOWS_END, int(now + tonumber(f[6])), fid)
+      redis.call('ZREM', k_flows(), fid)
+      redis.call('ZADD', k_flows_end(), int(now + tonumber(f[6])), fid)
       flow_prune(now, FLOW_PRUNE)
     end
   elseif f[7] then
     redis.call('HDEL', kf, 'e')
-    redis.call('ZREM', K_FLOWS_END, fid)
-    redis.call('ZADD', K_FLOWS, redis.call('HGET', kf, 'c'), fid)
+    redis.call('ZREM', k_flows_end(), fid)
+    redis.call('ZADD', k_flows(), redis.call('HGET', kf, 'c'), fid)
   end
 end
 
@@ -309,14 +313,12 @@ end
 
 -- flow_run applies the signals this call sent to this slot, and those they send in turn, while
 -- the budget lasts (flow_send puts the rest in the outbox). Every script that may end a task runs
--- it before finish(): flow_pending says whether it has anything to do.
+-- it before finish() when flow_queue says it has anything to do.
 local function flow_run(now)
-  while flow_head <= #flow_queue do
+  while flow_queue and flow_head <= #flow_queue do
     local m = flow_queue[flow_head]
     flow_queue[flow_head] = false
     flow_head = flow_head + 1
     flow_apply(m, now)
   end
 end
-
-local function flow_pending() return flow_head <= #flow_queue end

@@ -13,7 +13,7 @@
 -- the lease of such a task (lease_outcome) so an ack knows without reading the record; a task
 -- without it keeps a result only under the queue's result retention, which the ack is given.
 
-local K_OUTS = BASE .. 'outs'
+local function k_outs() return BASE .. 'outs' end
 local function k_outcome(id) return BASE .. 'o:' .. id end
 local function k_waiter(id) return BASE .. 'w:' .. id end
 
@@ -30,7 +30,7 @@ local OUTCOME_PRUNE = 20
 
 -- outcome_prune forgets up to n outcomes whose retention has ended, with their waiter lists.
 local function outcome_prune(now, n)
-  local old = redis.call('ZRANGEBYSCORE', K_OUTS, '-inf', int(now), 'LIMIT', '0', n)
+  local old = redis.call('ZRANGEBYSCORE', k_outs(), '-inf', int(now), 'LIMIT', '0', n)
   if #old == 0 then return end
   local keys = {}
   for i = 1, #old do
@@ -38,7 +38,7 @@ local function outcome_prune(now, n)
     keys[#keys + 1] = k_waiter(old[i])
   end
   redis.call('DEL', unpack(keys))
-  redis.call('ZREM', K_OUTS, unpack(old))
+  redis.call('ZREM', k_outs(), unpack(old))
 end
 
 -- outcome_put records that task id ended at now in state s ('ok', 'dead' or 'cancelled') with
@@ -51,7 +51,7 @@ local function outcome_put(id, s, v, e, keep, waiter, now)
   if e and e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
   redis.call('DEL', ko)
   redis.call('HSET', ko, unpack(f))
-  redis.call('ZADD', K_OUTS, int(now + keep), id)
+  redis.call('ZADD', k_outs(), int(now + keep), id)
   if waiter then
     local kw = k_waiter(id)
     redis.call('LPUSH', kw, s)

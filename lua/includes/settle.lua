@@ -44,7 +44,7 @@ end
 local function unhalt(p, id)
   if redis.call('HGET', k_meta(p), 'h') ~= id then return end
   meta_del(p, 'h')
-  redis.call('ZREM', K_HALTED, p)
+  redis.call('ZREM', k_halted(), p)
   place(p, clock_ms or now_ms())
 end
 
@@ -79,7 +79,7 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   local hold = redis.call('HMGET', kt, 'j', 'p')
   if hold[1] and is_ordered(hold[2]) then
     meta_set(hold[2], 'h', id)
-    redis.call('ZADD', K_HALTED, int(now), hold[2])
+    redis.call('ZADD', k_halted(), int(now), hold[2])
   end
   local last = redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES')
   local score = now * 1000

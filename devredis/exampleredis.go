@@ -1,5 +1,8 @@
-// Package exampleredis gives the examples a Redis: the one REDIS_URL names, or an embedded one.
-package exampleredis
+// Package devredis gives programs that try srq a Redis: the server REDIS_URL names, or an embedded,
+// in-process one (github.com/alicebob/miniredis/v2) when it is unset. For examples, demos and local
+// experiments: the embedded Redis keeps everything in memory, in the process that started it. Tests
+// want package srqtest instead, which also starts a real redis-server when one is installed.
+package devredis
 
 import (
 	"fmt"

@@ -1,0 +1,69 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/srqueue/srq"
+)
+
+// The typed queue reaches its dead letters on every shard: list, decode, requeue, purge.
+func TestQueueDeadLettersOverShards(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[order](t, srq.QueueConfig{Shards: 4})
+	for i := range 12 {
+		if _, err := q.Publish(ctx, order{User: "u", Seq: i}, &srq.PublishOpts{Partition: string(rune('a' + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail := true
+	w, err := srq.NewWorker(q, srq.HandlerFunc[order](func(ctx context.Context, t *srq.Task[order]) error {
+		if fail {
+			return srq.Permanent(errors.New("no"))
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n > 0; {
+		if n, err = w.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := q.DeadLetters(ctx, srq.DeadQuery{Limit: 100})
+	if err != nil || len(page.Letters) != 12 {
+		t.Fatalf("dead letters: %d, %v", len(page.Letters), err)
+	}
+	shards := map[int]bool{}
+	var ids []string
+	for _, l := range page.Letters {
+		shards[l.Shard] = true
+		v, err := q.Decode(l.Payload)
+		if err != nil || v.User != "u" || l.Error != "no" {
+			t.Fatalf("letter %s: %+v, %v, %q", l.ID, v, err, l.Error)
+		}
+		ids = append(ids, l.ID)
+	}
+	if len(shards) < 2 {
+		t.Fatalf("letters of %d shards", len(shards))
+	}
+	fail = false
+	if n, err := q.Requeue(ctx, ids[:6]...); err != nil || n != 6 {
+		t.Fatalf("Requeue: %d, %v", n, err)
+	}
+	if n, err := q.Purge(ctx, append(ids[6:], "unknown")...); err != nil || n != 6 {
+		t.Fatalf("Purge: %d, %v", n, err)
+	}
+	for n := 1; n > 0; {
+		if n, err = w.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Dead != 0 || st.Acked != 6 || st.Requeued != 6 || st.Purged != 6 {
+		t.Fatalf("stats %+v, %v", st, err)
+	}
+}
