@@ -15,7 +15,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -155,15 +154,11 @@ func run() error {
 		}
 		fmt.Printf("%-8s calls in order: %s\n", c, strings.Join(seqs, " "))
 	}
-	st, err := q.Engine().Stats(ctx)
+	st, err := q.Stats(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("summary: %d calls made, %d answered 429, %d snoozed or retried, all %d done in %v\n",
 		ext.calls, ext.denied, st.Rejected, len(msgs), took.Round(10*time.Millisecond))
-	k := q.Engine().Keys()
-	if err := client.Del(ctx, k.Stats(), k.Seq(), k.Wake()).Err(); err != nil {
-		fmt.Fprintln(os.Stderr, "cleanup:", err)
-	}
 	return nil
 }

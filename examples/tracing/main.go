@@ -147,11 +147,5 @@ func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.Sp
 	if err := tp.Shutdown(ctx); err != nil {
 		return nil, err
 	}
-	for _, q := range []*srq.Queue[string]{orders, emails} {
-		k := q.Engine().Keys()
-		if err := client.Del(ctx, k.Stats(), k.Seq(), k.Wake()).Err(); err != nil {
-			return nil, err
-		}
-	}
 	return recorder.Ended(), nil
 }
