@@ -234,7 +234,7 @@ func (in *Inspector) onDead(ctx context.Context, queue string, sel DeadSelector,
 	// Actions move ids only, so they go through bigger chunks than a page.
 	scan.Limit, scan.Window = actionChunk, actionChunk
 	scan.IDsOnly = true
-	engs, err := in.shards(ctx, queue)
+	engs, err := in.writers(ctx, queue)
 	if err != nil {
 		return 0, err
 	}

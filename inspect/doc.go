@@ -1,6 +1,8 @@
 // Package inspect is the operator's view of srq queues: sizes, counters and consumers, the
-// partitions with the most or the oldest work, leased tasks, dead letters, and the actions an
-// operator takes (requeue or purge dead letters, pause or resume a partition or a whole queue).
+// partitions with the most or the oldest work, paused or held by a dead letter, leased tasks, dead
+// letters, flows (listed, and read with every step), the event stream, and the actions an operator
+// takes (requeue or purge dead letters, pause or resume a partition or a whole queue, cancel a
+// task). The actions write the queue's events when its workers or publishers keep a stream.
 //
 // Every call costs O(page size) in Redis, never a scan of the keyspace: the numbers come from
 // counters and indexes the scripts keep (docs/data-model.md). A queue split into shards is read on
@@ -11,6 +13,7 @@
 //	s, err := in.Stats(ctx, "emails")
 //	fmt.Println(s.Pending, s.InFlight, s.Dead)
 //	top, err := in.Partitions(ctx, "emails", inspect.PartitionQuery{By: inspect.ByDepth, Limit: 10})
+//	f, err := in.Flow(ctx, "orders", "order-1001") // every step's state, parents, result size, error
 //
 // Errors wrap engine.ErrQueueNotFound (unknown queue; it matches engine.ErrNotFound too),
 // engine.ErrNotFound (unknown task) and engine.ErrInvalid (bad argument, or a queue whose shard

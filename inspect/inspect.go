@@ -94,6 +94,31 @@ func (in *Inspector) shards(ctx context.Context, queue string) ([]*engine.Engine
 	return engs, nil
 }
 
+// writers returns an engine per shard of queue, as shards does, for calls that change the queue:
+// each writes the queue's events (a requeue, a purge, a cancel, a resume) when its shard keeps an
+// event stream (engine.AnnouncedEvents), as the queue's own engines do. One more round trip per
+// shard. It fails as shards does.
+func (in *Inspector) writers(ctx context.Context, queue string) ([]*engine.Engine, error) {
+	engs, err := in.shards(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	err = each(ctx, engs, func(ctx context.Context, i int, e *engine.Engine) error {
+		n, err := engine.AnnouncedEvents(ctx, in.client, e.Keys())
+		if err != nil || n == 0 {
+			return err
+		}
+		cfg := e.Config()
+		cfg.Events = n
+		engs[i], err = engine.New(in.client, cfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inspect: %w", err)
+	}
+	return engs, nil
+}
+
 // each runs f on every shard, a few at once, and returns the first error.
 func each(ctx context.Context, engs []*engine.Engine, f func(ctx context.Context, i int, e *engine.Engine) error) error {
 	g, ctx := errgroup.WithContext(ctx)
@@ -105,7 +130,7 @@ func each(ctx context.Context, engs []*engine.Engine, f func(ctx context.Context
 }
 
 // Stats returns queue's sizes, counters, pause state and recent consumers, summed over its shards;
-// one round trip per shard. It fails with engine.ErrNotFound for an unknown queue, with
+// two round trips per shard. It fails with engine.ErrNotFound for an unknown queue, with
 // engine.ErrInvalid for a bad name, and with Redis's error.
 func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 	engs, err := in.shards(ctx, queue)
@@ -113,9 +138,13 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		return Stats{}, err
 	}
 	ovs := make([]engine.Overview, len(engs))
+	xs := make([]engine.ExtraStats, len(engs))
 	err = each(ctx, engs, func(ctx context.Context, i int, e *engine.Engine) error {
 		var err error
-		ovs[i], err = e.Overview(ctx, consumersPerShard)
+		if ovs[i], err = e.Overview(ctx, consumersPerShard); err != nil {
+			return err
+		}
+		xs[i], err = e.ExtraStats(ctx)
 		return err
 	})
 	if err != nil {
@@ -146,6 +175,15 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		c.Requeued += o.Requeued
 		c.Purged += o.Purged
 		c.Trimmed += o.Trimmed
+		x := xs[i]
+		c.Cancelled += x.Cancelled
+		c.FlowsStarted += x.FlowsStarted
+		c.FlowsCompleted += x.FlowsCompleted
+		c.FlowsFailed += x.FlowsFailed
+		s.Waiting += x.Waiting
+		s.HeldPartitions += x.HeldPartitions
+		s.RunningFlows += x.FlowsRunning
+		s.EndedFlows += x.FlowsEnded
 		// A worker serves every shard, so it is seen in each: a sum would count it once per shard.
 		s.ConsumerCount = max(s.ConsumerCount, o.ConsumerCount)
 		listedAll = listedAll && o.ConsumerCount <= int64(len(o.Consumers))
@@ -190,6 +228,8 @@ func (in *Inspector) Partitions(ctx context.Context, queue string, q PartitionQu
 		index = engine.IndexAge
 	case ByPaused:
 		index = engine.IndexPaused
+	case ByHeld:
+		return in.heldPartitions(ctx, queue, limit)
 	default:
 		return nil, fmt.Errorf("inspect: %w: unknown partition order %v", engine.ErrInvalid, q.By)
 	}
@@ -244,11 +284,14 @@ func (in *Inspector) Partition(ctx context.Context, queue string, p partition.Ke
 // partitionOf turns the engine's description of a partition on shard i into the Inspector's.
 func partitionOf(pi engine.PartitionInfo, shard int, now time.Time) Partition {
 	p := Partition{Key: pi.Key, Shard: shard, Pending: pi.Pending, HeadAvailableAt: pi.HeadAvailableAt,
-		Paused: pi.Paused(), PausedAt: pi.PausedAt, Limit: pi.Limit, Leased: pi.Leased, NextDue: pi.DueAt}
+		Paused: pi.Paused(), PausedAt: pi.PausedAt, Limit: pi.Limit, Leased: pi.Leased, NextDue: pi.DueAt,
+		HeldBy: pi.HeldBy, HeldError: pi.HeldError}
 	if pi.BlockedUntil.After(now) {
 		p.BlockedUntil = pi.BlockedUntil
 	}
 	switch {
+	case p.HeldBy != "":
+		p.State = PartitionHeldByDeadLetter
 	case p.Paused:
 		p.State = PartitionPaused
 	case pi.Ready:
@@ -350,8 +393,9 @@ func (in *Inspector) PausePartition(ctx context.Context, queue string, p partiti
 	return in.onPartition(ctx, queue, p, "pause", (*engine.Engine).Pause)
 }
 
-// ResumePartition resumes a paused partition of queue; resuming one that is not paused does
-// nothing. It fails as PausePartition does.
+// ResumePartition resumes a paused partition of queue, and releases one held by a dead letter
+// (the dead letter stays); resuming one that is neither does nothing. It fails as PausePartition
+// does.
 func (in *Inspector) ResumePartition(ctx context.Context, queue string, p partition.Key) error {
 	return in.onPartition(ctx, queue, p, "resume", (*engine.Engine).Resume)
 }
@@ -361,7 +405,7 @@ func (in *Inspector) onPartition(ctx context.Context, queue string, p partition.
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("inspect: %w: %w", engine.ErrInvalid, err)
 	}
-	engs, err := in.shards(ctx, queue)
+	engs, err := in.writers(ctx, queue)
 	if err != nil {
 		return err
 	}
@@ -385,7 +429,7 @@ func (in *Inspector) ResumeQueue(ctx context.Context, queue string) error {
 }
 
 func (in *Inspector) onQueue(ctx context.Context, queue, what string, f func(*engine.Engine, context.Context) error) error {
-	engs, err := in.shards(ctx, queue)
+	engs, err := in.writers(ctx, queue)
 	if err != nil {
 		return err
 	}

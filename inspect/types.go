@@ -26,6 +26,13 @@ type Counters struct {
 	Requeued     int64 `json:"requeued"`      // dead letters moved back to pending
 	Purged       int64 `json:"purged"`        // dead letters deleted on request
 	Trimmed      int64 `json:"trimmed"`       // dead letters deleted by the caps
+	Cancelled    int64 `json:"cancelled"`     // tasks cancelled (Cancel, or a flow step whose parent failed)
+	// FlowsStarted, FlowsCompleted and FlowsFailed count the flows whose home is the queue (their
+	// first step's) that were published, that completed, and that failed; a failed flow that a
+	// requeue brings back and that then completes is counted in both.
+	FlowsStarted   int64 `json:"flows_started"`
+	FlowsCompleted int64 `json:"flows_completed"`
+	FlowsFailed    int64 `json:"flows_failed"`
 }
 
 // Consumer is a consumer that fetched or extended a lease recently.
@@ -58,6 +65,15 @@ type Stats struct {
 	BlockedPartitions int64 `json:"blocked_partitions"`
 	// PausedPartitions counts paused partitions, with or without pending tasks.
 	PausedPartitions int64 `json:"paused_partitions"`
+	// HeldPartitions counts ordered partitions held by a dead letter (srq.HoldPartition): they hand
+	// out nothing until the dead letter is requeued or deleted, or the partition resumed.
+	HeldPartitions int64 `json:"held_partitions"`
+	// Waiting counts flow steps waiting for their parents; they are not counted in Pending.
+	Waiting int64 `json:"waiting"`
+	// RunningFlows counts the flows whose home is the queue with steps still to run; EndedFlows
+	// those whose steps all ended, kept for their retention (Flows lists both).
+	RunningFlows int64 `json:"running_flows"`
+	EndedFlows   int64 `json:"ended_flows"`
 	// Paused says the whole queue is paused (PauseQueue): fetches hand out nothing.
 	Paused bool `json:"paused"`
 	// PausedShards counts the shards that are paused; a queue paused while a shard was unreachable
@@ -89,9 +105,11 @@ const (
 	ByAge
 	// ByPaused lists paused partitions, longest paused first.
 	ByPaused
+	// ByHeld lists ordered partitions held by a dead letter, longest held first.
+	ByHeld
 )
 
-// String returns "depth", "age" or "paused".
+// String returns "depth", "age", "paused" or "held".
 func (o PartitionOrder) String() string {
 	switch o {
 	case ByDepth:
@@ -100,6 +118,8 @@ func (o PartitionOrder) String() string {
 		return "age"
 	case ByPaused:
 		return "paused"
+	case ByHeld:
+		return "held"
 	}
 	return "PartitionOrder(" + itoa(int(o)) + ")"
 }
@@ -124,6 +144,9 @@ const (
 	PartitionPaused    PartitionState = "paused"    // paused: hands out nothing until resumed
 	PartitionHeld      PartitionState = "held"      // pending work, but held by a lease (ordered) or at its limit
 	PartitionEmpty     PartitionState = "empty"     // nothing pending
+	// PartitionHeldByDeadLetter is an ordered partition held by a dead letter (Partition.HeldBy):
+	// it hands out nothing until the dead letter is requeued or deleted, or the partition resumed.
+	PartitionHeldByDeadLetter PartitionState = "held_by_dead_letter"
 )
 
 // Partition is one partition as the Inspector shows it.
@@ -148,6 +171,11 @@ type Partition struct {
 	BlockedUntil time.Time `json:"blocked_until"`
 	// NextDue is when a scheduled partition can next hand out work; zero unless scheduled.
 	NextDue time.Time `json:"next_due"`
+	// HeldBy is the id of the dead letter that holds this ordered partition, "" when none;
+	// HeldError is that dead letter's last error. ResumePartition releases the partition;
+	// RequeueDead or PurgeDead of the letter does too.
+	HeldBy    string `json:"held_by"`
+	HeldError string `json:"held_error"`
 }
 
 // Page selects a slice of a list.

@@ -19,6 +19,9 @@ type apiQueue struct {
 	ReadyPartitions     int64  `json:"ready_partitions"`
 	ScheduledPartitions int64  `json:"scheduled_partitions"`
 	PausedPartitions    int64  `json:"paused_partitions"`
+	HeldPartitions      int64  `json:"held_partitions"`
+	Waiting             int64  `json:"waiting"`
+	RunningFlows        int64  `json:"running_flows"`
 	Paused              bool   `json:"paused"`
 	Published           int64  `json:"published"`
 	Acked               int64  `json:"acked"`
@@ -38,7 +41,8 @@ type apiStats struct {
 func newAPIQueue(st inspect.Stats) apiQueue {
 	return apiQueue{Name: st.Queue, Pending: st.Pending, InFlight: st.InFlight, Dead: st.Dead,
 		ReadyPartitions: st.ReadyPartitions, ScheduledPartitions: st.ScheduledPartitions,
-		PausedPartitions: st.PausedPartitions, Paused: st.Paused, Published: st.Published, Acked: st.Acked,
+		PausedPartitions: st.PausedPartitions, HeldPartitions: st.HeldPartitions, Waiting: st.Waiting,
+		RunningFlows: st.RunningFlows, Paused: st.Paused, Published: st.Published, Acked: st.Acked,
 		Rejected: st.Rejected, DeadLettered: st.DeadLettered, ServerTime: st.ServerTime.UnixMilli()}
 }
 

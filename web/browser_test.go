@@ -259,3 +259,83 @@ func TestBrowserScreenshot(t *testing.T) {
 	}
 	t.Logf("wrote %s (%d bytes)", path, len(png))
 }
+
+// TestBrowserFlowAndEvents drives the flow page and the events tail in headless Chromium: the
+// flow's DAG is drawn as SVG with a box per step, colored by its state, and edges by policy; the
+// events page adds an event published after it loaded, without a reload.
+func TestBrowserFlowAndEvents(t *testing.T) {
+	ctx := browser(t)
+	b := setup(t, Config{RefreshInterval: 300 * time.Millisecond})
+	newQueue := func(name string) *srq.Queue[event] {
+		q, err := srq.NewQueue[event](b.client, srq.QueueConfig{Name: name, Prefix: b.prefix, Events: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	orders, mail := newQueue("orders"), newQueue("mail")
+	b.orderFlow(orders, mail, "order-1", "smtp: 554 rejected")
+	b.runAll(orders, mail)
+
+	step(t, ctx, "open the flow page", chromedp.Navigate(b.base+"flow?q=orders&id=order-1"),
+		chromedp.WaitVisible(chromedp.CSS("#dag g.node")))
+	nodes := read(t, ctx, "read the nodes", chromedp.Evaluate[map[string]string](`(() => {
+		const out = {};
+		document.querySelectorAll("#dag g.node").forEach(g => { out[g.getAttribute("data-step")] = g.getAttribute("class"); });
+		return out;
+	})()`))
+	want := map[string]string{"charge": "node state-succeeded", "email": "node state-dead", "invoice": "node state-succeeded",
+		evilStep: "node state-succeeded", "complete": "node state-cancelled"}
+	if len(nodes) != len(want) {
+		t.Fatalf("SVG nodes %v, want %v", nodes, want)
+	}
+	for name, class := range want {
+		if nodes[name] != class {
+			t.Errorf("node %q has class %q, want %q", name, nodes[name], class)
+		}
+	}
+	// The stylesheet colors the boxes by state, and draws a policy's edges apart.
+	fills := read(t, ctx, "read the fills", chromedp.Evaluate[[]string](`[
+		getComputedStyle(document.querySelector('#dag g.state-dead rect')).fill,
+		getComputedStyle(document.querySelector('#dag g.state-succeeded rect')).fill,
+		getComputedStyle(document.querySelector('#dag .edge.policy-continue')).strokeDasharray,
+		getComputedStyle(document.querySelector('#dag .edge.policy-fail')).strokeDasharray]`))
+	if len(fills) != 4 || fills[0] == fills[1] || fills[2] == "none" || fills[3] != "none" {
+		t.Errorf("state fills and edge dashes %q: want two fills and a dashed continue edge", fills)
+	}
+	if n := read(t, ctx, "count the edges", chromedp.Evaluate[int](`document.querySelectorAll("#dag path.edge").length`)); n != 6 {
+		t.Errorf("%d edges, want 6", n)
+	}
+
+	// The events tail: the page shows the newest events, then adds one published after it loaded.
+	step(t, ctx, "open the events page", chromedp.Navigate(b.base+"events?q=orders"),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="flow_failed"]`)))
+	late := b.publish(orders, "!late", 1, "")
+	step(t, ctx, "wait for the new event", chromedp.Poll[chromedp.Void](
+		`document.querySelector('#events tbody tr.new[data-kind="published"][data-id="`+late[0]+`"]') !== null`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	if first := read(t, ctx, "the first row", chromedp.Evaluate[string](`document.querySelector("#events tbody tr").getAttribute("data-id")`)); first != late[0] {
+		t.Errorf("the newest row is %q, want %q", first, late[0])
+	}
+}
+
+// TestBrowserFlowScreenshot saves a screenshot of a flow's page as docs/flow.png when
+// SRQ_SCREENSHOT is set.
+func TestBrowserFlowScreenshot(t *testing.T) {
+	if os.Getenv("SRQ_SCREENSHOT") == "" {
+		t.Skip("set SRQ_SCREENSHOT=1 to write docs/flow.png")
+	}
+	ctx := browser(t)
+	b := setup(t, Config{})
+	orders, mail := b.queue("orders"), b.queue("mail")
+	b.orderFlowNamed(orders, mail, "order-1001", "smtp: 554 mailbox unavailable", "warehouse")
+	b.runAll(orders, mail)
+	step(t, ctx, "open the flow page", chromedp.Navigate(b.base+"flow?q=orders&id=order-1001"),
+		chromedp.WaitVisible(chromedp.CSS("#dag g.node")))
+	png := read(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+	path := filepath.Join("..", "docs", "flow.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", path, len(png))
+}

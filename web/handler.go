@@ -39,9 +39,10 @@ type handler struct {
 //
 // Every link it writes is relative, so it works under any prefix. Pages: the queues with a live
 // throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), its
-// tasks in flight (GET /inflight), its dead letters (GET /dead), one task (GET /task) and its
-// schedules (GET /schedules, with pause, resume, run now and delete), plus
-// the JSON the chart polls (GET /api/stats). Mutations are POST only, need a same-origin request
+// tasks in flight (GET /inflight), its dead letters (GET /dead), one task (GET /task), its
+// schedules (GET /schedules, with pause, resume, run now and delete), its flows (GET /flows), one
+// flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
+// chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request
 // and a CSRF token from a page, bound to the browser's session cookie (srq_session, set by the
 // first page), and are refused with 403 in read-only mode. NewHandler fails
 // with an error wrapping engine.ErrInvalid (srq.ErrInvalid) for a nil inspector or an invalid cfg.
@@ -58,7 +59,7 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	h := &handler{in: in, cfg: cfg, csrf: c, pages: map[string]*template.Template{}, log: cfg.Logger}
-	for _, name := range pageNames {
+	for _, name := range append(pageNames, flowPageNames...) {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("srq web: template %s: %w", name, err)
@@ -79,13 +80,15 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	m.HandleFunc("GET /schedules", h.schedules)
 	m.HandleFunc("GET /api/stats", h.apiStats)
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
-	for path, act := range map[string]action{
+	actions := map[string]action{
 		"/requeue": h.requeue, "/purge": h.purge,
 		"/pause-partition": h.pausePartition, "/resume-partition": h.resumePartition,
 		"/pause-queue": h.pauseQueue, "/resume-queue": h.resumeQueue,
 		"/pause-schedule": h.scheduleAction("pause"), "/resume-schedule": h.scheduleAction("resume"),
 		"/trigger-schedule": h.scheduleAction("trigger"), "/delete-schedule": h.scheduleAction("delete"),
-	} {
+	}
+	h.routeFlows(m, actions)
+	for path, act := range actions {
 		m.HandleFunc("POST "+path, h.mutation(act))
 		m.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", http.MethodPost)

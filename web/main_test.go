@@ -133,15 +133,7 @@ func (b *bundle) publish(q *srq.Queue[event], p partition.Key, n int, fail strin
 func (b *bundle) kill(q *srq.Queue[event], p partition.Key, n int, errMsg string) []string {
 	b.t.Helper()
 	ids := b.publish(q, p, n, errMsg)
-	w, err := srq.NewWorker(q, srq.HandlerFunc[event](func(ctx context.Context, t *srq.Task[event]) error {
-		if t.Value.Fail != "" {
-			return srq.Permanent(errors.New(t.Value.Fail))
-		}
-		return nil
-	}), srq.WorkerConfig{Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	w := b.failingWorker(q)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st := b.stats(q.Name())
@@ -155,6 +147,22 @@ func (b *bundle) kill(q *srq.Queue[event], p partition.Key, n int, errMsg string
 			b.t.Fatal(err)
 		}
 	}
+}
+
+// failingWorker returns a worker over q that dead-letters a task whose Fail is set, with that
+// error, and acks the others.
+func (b *bundle) failingWorker(q *srq.Queue[event]) *srq.Worker {
+	b.t.Helper()
+	w, err := srq.NewWorker(q, srq.HandlerFunc[event](func(ctx context.Context, t *srq.Task[event]) error {
+		if t.Value.Fail != "" {
+			return srq.Permanent(errors.New(t.Value.Fail))
+		}
+		return nil
+	}), srq.WorkerConfig{Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return w
 }
 
 func (b *bundle) stats(queue string) inspect.Stats {

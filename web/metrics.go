@@ -34,12 +34,17 @@ const (
 	MetricQueuePartitionsBlocked   = "srq.queue.partitions.blocked"   // gauge: partitions held by a lease, a limit or a pause
 	MetricQueuePartitionsPaused    = "srq.queue.partitions.paused"    // gauge: paused partitions
 	MetricQueueEvents              = "srq.queue.events"               // counter: task transitions, by srq.event
+	MetricQueuePartitionsHeld      = "srq.queue.partitions.held"      // gauge: ordered partitions held by a dead letter
+	MetricQueueWaiting             = "srq.queue.waiting"              // gauge: flow steps waiting for their parents
+	MetricQueueFlowsRunning        = "srq.queue.flows.running"        // gauge: flows whose home is the queue still running
+	MetricQueueFlows               = "srq.queue.flows"                // counter: flows started, completed, failed, by srq.flow.event
 )
 
 // The attributes of the Inspector's metrics.
 const (
-	attrQueue = attribute.Key("messaging.destination.name")
-	attrEvent = attribute.Key("srq.event")
+	attrQueue     = attribute.Key("messaging.destination.name")
+	attrEvent     = attribute.Key("srq.event")
+	attrFlowEvent = attribute.Key("srq.flow.event")
 )
 
 // DefaultScrapeTimeout bounds the Inspector calls of one scrape.
@@ -137,8 +142,14 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 	pScheduled := gauge(MetricQueuePartitionsScheduled, "{partition}", "Partitions whose next work is delayed.")
 	pBlocked := gauge(MetricQueuePartitionsBlocked, "{partition}", "Partitions with pending tasks held by a lease, a concurrency limit or a pause.")
 	pPaused := gauge(MetricQueuePartitionsPaused, "{partition}", "Paused partitions.")
+	pHeld := gauge(MetricQueuePartitionsHeld, "{partition}", "Ordered partitions held by a dead letter.")
+	waiting := gauge(MetricQueueWaiting, "{step}", "Flow steps waiting for their parents.")
+	flowsRunning := gauge(MetricQueueFlowsRunning, "{flow}", "Flows whose first step is in the queue that are still running.")
 	events, err := m.Int64ObservableCounter(MetricQueueEvents, metric.WithUnit("{task}"),
 		metric.WithDescription("Task transitions since the queue was created, counted in Redis over every process, by srq.event."))
+	errs = append(errs, err)
+	flows, err := m.Int64ObservableCounter(MetricQueueFlows, metric.WithUnit("{flow}"),
+		metric.WithDescription("Flows whose first step is in the queue, counted in Redis since it was created, by srq.flow.event: started, completed, failed."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("srq web: instruments: %w", err)
@@ -186,13 +197,23 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 			}{
 				{"published", c.Published}, {"duplicate", c.Duplicates}, {"acked", c.Acked}, {"rejected", c.Rejected},
 				{"taken_back", c.TakenBack}, {"recovered", c.Recovered}, {"dead_lettered", c.DeadLettered},
-				{"requeued", c.Requeued}, {"purged", c.Purged}, {"trimmed", c.Trimmed},
+				{"requeued", c.Requeued}, {"purged", c.Purged}, {"trimmed", c.Trimmed}, {"cancelled", c.Cancelled},
 			} {
 				o.ObserveInt64(events, ev.n, metric.WithAttributeSet(attribute.NewSet(q, attrEvent.String(ev.name))))
 			}
+			o.ObserveInt64(pHeld, st.HeldPartitions, attrs)
+			o.ObserveInt64(waiting, st.Waiting, attrs)
+			o.ObserveInt64(flowsRunning, st.RunningFlows, attrs)
+			for _, ev := range []struct {
+				name string
+				n    int64
+			}{{"started", c.FlowsStarted}, {"completed", c.FlowsCompleted}, {"failed", c.FlowsFailed}} {
+				o.ObserveInt64(flows, ev.n, metric.WithAttributeSet(attribute.NewSet(q, attrFlowEvent.String(ev.name))))
+			}
 		}
 		return errors.Join(errs...)
-	}, pending, inFlight, dead, paused, consumers, pPending, pReady, pScheduled, pBlocked, pPaused, events)
+	}, pending, inFlight, dead, paused, consumers, pPending, pReady, pScheduled, pBlocked, pPaused, events,
+		pHeld, waiting, flowsRunning, flows)
 }
 
 func boolInt(b bool) int64 {

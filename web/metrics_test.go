@@ -107,11 +107,7 @@ func documented(t *testing.T) map[string]family {
 func TestMetricsMatchDocs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
-	m, err := NewMetrics(b.in, MetricsConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	m := b.metrics()
 	otelCfg := middleware.OTelConfig{MeterProvider: m.MeterProvider()}
 	pub, err := middleware.MetricsPublish(otelCfg)
 	if err != nil {
@@ -181,6 +177,17 @@ func TestMetricsMatchDocs(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, v, wantV)
 		}
 	}
+}
+
+// metrics returns the endpoint over b's Inspector, shut down when the test ends.
+func (b *bundle) metrics() *Metrics {
+	b.t.Helper()
+	m, err := NewMetrics(b.in, MetricsConfig{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	return m
 }
 
 // value returns the sum of the samples of mf whose messaging_destination_name is queue (counters'
@@ -287,5 +294,64 @@ func TestMetricsNoSniff(t *testing.T) {
 	}
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("Content-Type %q, want text/plain", ct)
+	}
+}
+
+// TestMetricsFlowsAndHeld: the flow counters and gauges, the held partitions and the cancelled
+// count read the queues they name.
+func TestMetricsFlowsAndHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	m := b.metrics()
+	ledger, err := srq.NewQueue[event](b.client, srq.QueueConfig{Name: "ledger", Prefix: b.prefix, OnDeadLetter: srq.HoldPartition})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.kill(ledger, "!acct", 1, "no")
+	orders, mail := b.queue("orders"), b.queue("mail")
+	b.orderFlow(orders, mail, "done", "smtp down")
+	b.runAll(orders, mail)
+	b.orderFlow(orders, mail, "waits", "")
+	ids := b.publish(orders, "", 1, "")
+	if _, err := b.in.Cancel(b.ctx, "orders", ids[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	_, samples := scrape(t, m)
+	labelled := func(name, queue, key, v string) float64 {
+		for _, mt := range samples[name].GetMetric() {
+			var q, e string
+			for _, l := range mt.GetLabel() {
+				switch l.GetName() {
+				case "messaging_destination_name":
+					q = l.GetValue()
+				case key:
+					e = l.GetValue()
+				}
+			}
+			if q == queue && e == v {
+				return mt.GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	for _, c := range []struct {
+		what string
+		got  float64
+		want float64
+	}{
+		{"held partitions of ledger", value(samples["srq_queue_partitions_held"], "ledger"), 1},
+		{"held partitions of orders", value(samples["srq_queue_partitions_held"], "orders"), 0},
+		{"running flows of orders", value(samples["srq_queue_flows_running"], "orders"), 1},
+		// waits's invoice, ship and complete, and done's complete, cancelled while email's dead
+		// letter may be requeued.
+		{"waiting steps of orders", value(samples["srq_queue_waiting"], "orders"), 4},
+		{"flows started", labelled("srq_queue_flows_total", "orders", "srq_flow_event", "started"), 2},
+		{"flows failed", labelled("srq_queue_flows_total", "orders", "srq_flow_event", "failed"), 1},
+		{"flows completed", labelled("srq_queue_flows_total", "orders", "srq_flow_event", "completed"), 0},
+		{"cancelled", labelled("srq_queue_events_total", "orders", "srq_event", "cancelled"), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
 	}
 }

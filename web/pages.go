@@ -35,6 +35,37 @@ func (h *handler) queueParam(w http.ResponseWriter, r *http.Request) (string, bo
 	return q, true
 }
 
+// pageParams reads the q and limit parameters of a page (limitParam), answering 400 when q is
+// missing or limit is malformed; ok is false then.
+func (h *handler) pageParams(w http.ResponseWriter, r *http.Request, most int) (queue string, limit int, ok bool) {
+	if queue, ok = h.queueParam(w, r); !ok {
+		return "", 0, false
+	}
+	limit, err := h.limitParam(r, most)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return "", 0, false
+	}
+	return queue, limit, true
+}
+
+// offsetParams reads the q, limit and offset parameters of a page read by offset: pageParams,
+// and an offset that is 0 when absent and at most inspect.MaxOffset-limit, answering 400 for one
+// that is not; ok is false then.
+func (h *handler) offsetParams(w http.ResponseWriter, r *http.Request, most int) (queue string, limit, offset int, ok bool) {
+	if queue, limit, ok = h.pageParams(w, r, most); !ok {
+		return "", 0, 0, false
+	}
+	if s := r.URL.Query().Get("offset"); s != "" {
+		var err error
+		if offset, err = strconv.Atoi(s); err != nil || offset < 0 || offset+limit > inspect.MaxOffset {
+			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("offset %q must be a number from 0 to %d", s, inspect.MaxOffset-limit))
+			return "", 0, 0, false
+		}
+	}
+	return queue, limit, offset, true
+}
+
 // limitParam reads the limit parameter: the configured page size when absent, at most most.
 func (h *handler) limitParam(r *http.Request, most int) (int, error) {
 	s := r.URL.Query().Get("limit")
@@ -49,8 +80,8 @@ func (h *handler) limitParam(r *http.Request, most int) (int, error) {
 }
 
 // flash turns the done parameter a mutation's redirect sets into the message the page shows.
-// Messages are fixed texts; the only values taken from the URL are a count and a partition key,
-// which the templates escape.
+// Messages are fixed texts; the only values taken from the URL are a count, a partition key and
+// a task id, which the templates escape.
 func flash(r *http.Request) string {
 	v := r.URL.Query()
 	n, _ := strconv.Atoi(v.Get("n"))
@@ -75,6 +106,10 @@ func flash(r *http.Request) string {
 		return "Paused the queue: no task is handed out until it is resumed."
 	case "resumed-queue":
 		return "Resumed the queue."
+	case "cancelled":
+		return "Cancelled task " + v.Get("t") + "."
+	case "cancel-marked":
+		return "Task " + v.Get("t") + " is running: its worker cancels its handler at the next lease extension."
 	}
 	return ""
 }
@@ -145,6 +180,8 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		{"Rejected (sent back)", c.Rejected}, {"Taken back with a rejected task", c.TakenBack},
 		{"Recovered from expired leases", c.Recovered}, {"Dead-lettered", c.DeadLettered},
 		{"Requeued from the dead letters", c.Requeued}, {"Purged", c.Purged}, {"Trimmed by the caps", c.Trimmed},
+		{"Cancelled", c.Cancelled}, {"Flows started", c.FlowsStarted}, {"Flows completed", c.FlowsCompleted},
+		{"Flows failed", c.FlowsFailed}, {"Flows ended and kept", st.EndedFlows},
 		{"Consumers seen in the last hour", st.ConsumerCount},
 	}}
 	p := h.newPage(w, r, q, "queue", q, body)
@@ -162,7 +199,7 @@ type partitionsView struct {
 }
 
 var partitionOrders = map[string]inspect.PartitionOrder{
-	"": inspect.ByDepth, "depth": inspect.ByDepth, "age": inspect.ByAge, "paused": inspect.ByPaused,
+	"": inspect.ByDepth, "depth": inspect.ByDepth, "age": inspect.ByAge, "paused": inspect.ByPaused, "held": inspect.ByHeld,
 }
 
 func (h *handler) partitions(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +209,7 @@ func (h *handler) partitions(w http.ResponseWriter, r *http.Request) {
 	}
 	by, ok := partitionOrders[r.URL.Query().Get("by")]
 	if !ok {
-		h.fail(w, r, http.StatusBadRequest, "Order partitions by depth, age or paused.")
+		h.fail(w, r, http.StatusBadRequest, "Order partitions by depth, age, paused or held.")
 		return
 	}
 	limit, err := h.limitParam(r, inspect.MaxLimit)
@@ -211,21 +248,9 @@ type inflightView struct {
 }
 
 func (h *handler) inflight(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.queueParam(w, r)
+	q, limit, offset, ok := h.offsetParams(w, r, inspect.MaxLimit-1)
 	if !ok {
 		return
-	}
-	limit, err := h.limitParam(r, inspect.MaxLimit-1)
-	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	offset := 0
-	if s := r.URL.Query().Get("offset"); s != "" {
-		if offset, err = strconv.Atoi(s); err != nil || offset < 0 || offset+limit > inspect.MaxOffset {
-			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("offset %q must be a number from 0 to %d", s, inspect.MaxOffset-limit))
-			return
-		}
 	}
 	// One more than the page, to know whether there is a next page.
 	ask := limit + 1
@@ -266,13 +291,8 @@ func deadFilter(get func(string) string) inspect.DeadQuery {
 }
 
 func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.queueParam(w, r)
+	q, limit, ok := h.pageParams(w, r, inspect.MaxLimit)
 	if !ok {
-		return
-	}
-	limit, err := h.limitParam(r, inspect.MaxLimit)
-	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	v := r.URL.Query()
@@ -320,5 +340,6 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 		body.Now = h.now(r, q)
 	}
 	p := h.newPage(w, r, "Task · "+q, "task", q, body)
+	p.Flash = flash(r)
 	h.render(w, r, "task", status, p)
 }

@@ -326,8 +326,8 @@ func TestAPIStats(t *testing.T) {
 		if got, want := slices.Sorted(maps.Keys(raw.Top)), []string{"queues", "server_time"}; !slices.Equal(got, want) {
 			t.Errorf("%s: fields %v, want %v", path, got, want)
 		}
-		want := []string{"acked", "dead", "dead_lettered", "in_flight", "name", "paused", "paused_partitions", "pending",
-			"published", "ready_partitions", "rejected", "scheduled_partitions", "server_time"}
+		want := []string{"acked", "dead", "dead_lettered", "held_partitions", "in_flight", "name", "paused", "paused_partitions",
+			"pending", "published", "ready_partitions", "rejected", "running_flows", "scheduled_partitions", "server_time", "waiting"}
 		if got := slices.Sorted(maps.Keys(raw.Queues[0])); !slices.Equal(got, want) {
 			t.Errorf("%s: queue fields %v, want %v", path, got, want)
 		}
@@ -367,7 +367,8 @@ func TestLiveCountsNameAPIFields(t *testing.T) {
 func TestStaticAssets(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
-	for path, ctype := range map[string]string{"static/app.js": "text/javascript", "static/app.css": "text/css"} {
+	for path, ctype := range map[string]string{"static/app.js": "text/javascript", "static/app.css": "text/css",
+		"static/events.js": "text/javascript"} {
 		r := b.get(path)
 		if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), ctype) || len(r.body) < 100 {
 			t.Errorf("%s: %d %q", path, r.status, r.header.Get("Content-Type"))

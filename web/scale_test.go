@@ -85,6 +85,7 @@ func TestPagesAtAMillionPartitions(t *testing.T) {
 		"/inflight?" + q, "/inflight?offset=1000&" + q,
 		"/dead?" + q, "/dead?error=nomatch&" + q, "/dead?partition=p7&" + q,
 		"/task?id=" + url.QueryEscape(leased[1000].ID) + "&" + q,
+		"/partitions?by=held&" + q, "/flows?" + q, "/flows?ended=1&" + q, "/events?" + q, "/api/events?" + q,
 	}
 	for _, page := range pages {
 		if err := c.SlowLogReset(ctx).Err(); err != nil {

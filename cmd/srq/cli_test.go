@@ -146,6 +146,9 @@ func TestEscapesControlCharacters(t *testing.T) {
 		{"--queue", evilQueue, "watch", "--count", "1"},
 		{"--queue", evilQueue, "dead", "requeue", "nope\x1b[31m"},
 		{"--queue", evilQueue, "resume", "--partition", evilPartition},
+		{"--queue", evilQueue, "--yes", "cancel", evilID + "3"},
+		{"--queue", evilQueue, "events"},
+		{"--queue", evilQueue, "flow", evilID},
 	} {
 		code, out, errOut := f.run("", args...)
 		for _, text := range []string{out, errOut} {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -159,24 +158,9 @@ func TestGoldenTables(t *testing.T) {
 		{"task", []string{"--queue", "q", "task", "b1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out, errOut := f.run("", tt.args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
-			got := strings.NewReplacer(f.url, "<url>", f.prefix, "<prefix>").Replace(normalize(out))
-			path := filepath.Join("testdata", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./cmd/srq -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("srq %s:\n--- got\n%s--- want\n%s", strings.Join(tt.args, " "), got, want)
-			}
+			g := *f
+			g.t = t
+			g.golden(tt.name, g.ok("", tt.args...))
 		})
 	}
 }
@@ -227,16 +211,20 @@ func keysOf(v any) []string {
 // The schema of --json, as docs/cli.md documents it.
 type (
 	jsonCounters struct {
-		Published    int64 `json:"published"`
-		Duplicates   int64 `json:"duplicates"`
-		Acked        int64 `json:"acked"`
-		Rejected     int64 `json:"rejected"`
-		TakenBack    int64 `json:"taken_back"`
-		Recovered    int64 `json:"recovered"`
-		DeadLettered int64 `json:"dead_lettered"`
-		Requeued     int64 `json:"requeued"`
-		Purged       int64 `json:"purged"`
-		Trimmed      int64 `json:"trimmed"`
+		Published      int64 `json:"published"`
+		Duplicates     int64 `json:"duplicates"`
+		Acked          int64 `json:"acked"`
+		Rejected       int64 `json:"rejected"`
+		TakenBack      int64 `json:"taken_back"`
+		Recovered      int64 `json:"recovered"`
+		DeadLettered   int64 `json:"dead_lettered"`
+		Requeued       int64 `json:"requeued"`
+		Purged         int64 `json:"purged"`
+		Trimmed        int64 `json:"trimmed"`
+		Cancelled      int64 `json:"cancelled"`
+		FlowsStarted   int64 `json:"flows_started"`
+		FlowsCompleted int64 `json:"flows_completed"`
+		FlowsFailed    int64 `json:"flows_failed"`
 	}
 	jsonConsumer struct {
 		ID       string    `json:"id"`
@@ -254,6 +242,10 @@ type (
 		ScheduledPartitions int64  `json:"scheduled_partitions"`
 		BlockedPartitions   int64  `json:"blocked_partitions"`
 		PausedPartitions    int64  `json:"paused_partitions"`
+		HeldPartitions      int64  `json:"held_partitions"`
+		Waiting             int64  `json:"waiting"`
+		RunningFlows        int64  `json:"running_flows"`
+		EndedFlows          int64  `json:"ended_flows"`
 		Paused              bool   `json:"paused"`
 		PausedShards        int    `json:"paused_shards"`
 		jsonCounters
@@ -273,6 +265,8 @@ type (
 		Leased          int64     `json:"leased"`
 		BlockedUntil    time.Time `json:"blocked_until"`
 		NextDue         time.Time `json:"next_due"`
+		HeldBy          string    `json:"held_by"`
+		HeldError       string    `json:"held_error"`
 	}
 	jsonInFlight struct {
 		ID            string    `json:"id"`
@@ -381,7 +375,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad flag", "", []string{"stats", "--nope"}, 2, "flag provided but not defined"},
 		{"no queue", "", []string{"stats"}, 2, "--queue is required"},
 		{"unknown queue", "", []string{"--queue", "nosuch", "stats"}, 1, "srq queues"},
-		{"bad order", "", []string{"--queue", "q", "partitions", "--by", "size"}, 2, "want depth, age or paused"},
+		{"bad order", "", []string{"--queue", "q", "partitions", "--by", "size"}, 2, "want depth, age, paused or held"},
 		{"limit too big", "", []string{"--queue", "q", "partitions", "--limit", "100000"}, 2, "outside"},
 		{"bad cursor", "", []string{"--queue", "q", "dead", "list", "--cursor", "zz"}, 2, "start again with an empty cursor"},
 		{"task without id", "", []string{"--queue", "q", "task"}, 2, "exactly one task id"},

@@ -152,8 +152,10 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		{"pending", fmt.Sprint(s.Pending)},
 		{"in flight", fmt.Sprint(s.InFlight)},
 		{"dead", fmt.Sprint(s.Dead)},
-		{"partitions", fmt.Sprintf("%d with pending: %d ready, %d scheduled, %d blocked; %d paused",
-			s.PendingPartitions, s.ReadyPartitions, s.ScheduledPartitions, s.BlockedPartitions, s.PausedPartitions)},
+		{"partitions", fmt.Sprintf("%d with pending: %d ready, %d scheduled, %d blocked; %d paused; %d held by a dead letter",
+			s.PendingPartitions, s.ReadyPartitions, s.ScheduledPartitions, s.BlockedPartitions, s.PausedPartitions, s.HeldPartitions)},
+		{"waiting steps", fmt.Sprint(s.Waiting)},
+		{"flows", fmt.Sprintf("%d running, %d ended (kept)", s.RunningFlows, s.EndedFlows)},
 	}
 	counter := func(name string, v int64, rate float64) []string {
 		if r == nil {
@@ -172,6 +174,8 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		counter("dead-lettered", s.DeadLettered, rr.DeadLettered),
 		counter("recovered", s.Recovered, rr.Recovered),
 		[]string{"requeued / purged / trimmed", fmt.Sprintf("%d / %d / %d", s.Requeued, s.Purged, s.Trimmed)},
+		[]string{"cancelled", fmt.Sprint(s.Cancelled)},
+		[]string{"flows started / completed / failed", fmt.Sprintf("%d / %d / %d", s.FlowsStarted, s.FlowsCompleted, s.FlowsFailed)},
 		[]string{"consumers", fmt.Sprintf("%d seen in the last hour", s.ConsumerCount)},
 	)
 	if err := table(w, rows); err != nil {
@@ -193,16 +197,33 @@ func printPartitions(w io.Writer, ps []inspect.Partition) error {
 		_, err := fmt.Fprintln(w, "no partitions")
 		return err
 	}
-	rows := [][]string{{"PARTITION", "SHARD", "PENDING", "STATE", "HEAD AVAILABLE", "LEASED", "LIMIT", "BLOCKED UNTIL", "PAUSED AT"}}
+	// A partition held by a dead letter adds the letter's id and error: two more columns.
+	held := slices.ContainsFunc(ps, func(p inspect.Partition) bool { return p.HeldBy != "" })
+	head := []string{"PARTITION", "SHARD", "PENDING", "STATE", "HEAD AVAILABLE", "LEASED", "LIMIT", "BLOCKED UNTIL", "PAUSED AT"}
+	if held {
+		head = append(head, "HELD BY", "ERROR")
+	}
+	rows := [][]string{head}
 	for _, p := range ps {
 		limit := "-"
 		if p.Limit > 0 {
 			limit = fmt.Sprint(p.Limit)
 		}
-		rows = append(rows, []string{partName(string(p.Key)), fmt.Sprint(p.Shard), fmt.Sprint(p.Pending), string(p.State),
-			ts(p.HeadAvailableAt), fmt.Sprint(p.Leased), limit, ts(p.BlockedUntil), ts(p.PausedAt)})
+		row := []string{partName(string(p.Key)), fmt.Sprint(p.Shard), fmt.Sprint(p.Pending), string(p.State),
+			ts(p.HeadAvailableAt), fmt.Sprint(p.Leased), limit, ts(p.BlockedUntil), ts(p.PausedAt)}
+		if held {
+			row = append(row, cmpStr(p.HeldBy, "-"), cmpStr(oneLine(p.HeldError, 60), "-"))
+		}
+		rows = append(rows, row)
 	}
-	return table(w, rows)
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	if held {
+		_, err := fmt.Fprintln(w, "a partition held by a dead letter goes on when the letter is requeued or purged, or the partition resumed")
+		return err
+	}
+	return nil
 }
 
 // partName shows the base partition, whose key is empty, as "(base)", and quotes keys with spaces,

@@ -38,7 +38,7 @@ const usageText = `usage: srq [global flags] <command> [flags] [args]
 Commands:
   queues                       list the registered queues
   stats                        sizes, counters, consumers of --queue
-  partitions                   top partitions: --by depth|age|paused, --limit N
+  partitions                   top partitions: --by depth|age|paused|held, --limit N
   inflight                     leased tasks, earliest deadline first: --offset N, --limit N
   dead list                    dead letters, newest first: --partition P, --base, --error S, --limit N, --cursor C,
                                --window N (letters looked at per shard when filtering)
@@ -47,6 +47,13 @@ Commands:
   pause [--partition P|--base] pause one partition (--base: the base partition), or the whole queue
   resume [--partition P|--base] resume one partition, or the whole queue
   task <id>                    one task's record
+  cancel <id>                  cancel a task: a pending one never runs, a running one's handler is cancelled;
+                               --reason R
+  flow <id>                    one flow (whose first step is in --queue): its steps by level, with their states,
+                               parents, results and errors
+  flows                        the queue's running flows, newest first: --ended, --offset N, --limit N
+  events                       the newest --limit events (default 20), or those after --from P (0: the oldest;
+                               now: none before); --follow keeps printing them as they come
   queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
 ` + scheduleUsage + `  watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
@@ -215,8 +222,9 @@ func (c *cli) dispatch(args []string) error {
 		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
 		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
 		"queue delete": c.queueDelete,
-		"schedule": c.schedule,
+		"schedule":     c.schedule,
 	}
+	maps.Copy(commands, c.flowCommands())
 	if cmd == "help" {
 		fmt.Fprint(c.stdout, usageText)
 		return nil
@@ -453,7 +461,7 @@ func (c *cli) stats(args []string) error {
 
 func (c *cli) partitions(args []string) error {
 	fs := c.flags("partitions")
-	by := fs.String("by", "depth", "order: depth, age or paused")
+	by := fs.String("by", "depth", "order: depth, age, paused or held (by a dead letter)")
 	var limit int
 	limitFlag(fs, &limit, inspect.DefaultPartitionLimit, "partitions")
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
@@ -462,10 +470,11 @@ func (c *cli) partitions(args []string) error {
 	if err := checkLimit(limit); err != nil {
 		return err
 	}
-	orders := map[string]inspect.PartitionOrder{"depth": inspect.ByDepth, "age": inspect.ByAge, "paused": inspect.ByPaused}
+	orders := map[string]inspect.PartitionOrder{"depth": inspect.ByDepth, "age": inspect.ByAge, "paused": inspect.ByPaused,
+		"held": inspect.ByHeld}
 	order, ok := orders[*by]
 	if !ok {
-		return usagef("--by %q: want depth, age or paused", *by)
+		return usagef("--by %q: want depth, age, paused or held", *by)
 	}
 	if err := c.needQueue(); err != nil {
 		return err
