@@ -133,3 +133,30 @@ func TestCancelRunning(t *testing.T) {
 		t.Fatalf("Cancel of a cancelled task: %v", err)
 	}
 }
+
+// A running Worker fires its queue's schedules: no Scheduler is needed.
+func TestWorkerFiresSchedules(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[order](t, srq.QueueConfig{})
+	if _, err := q.Schedule(ctx, "tick", order{User: "cron"}, &srq.ScheduleOpts{Every: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[order](func(ctx context.Context, t *srq.Task[order]) error {
+		got <- t.ID
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	select {
+	case id := <-got:
+		if len(id) < 11 || id[:11] != "sched/tick/" {
+			t.Fatalf("ran %q, want a tick of schedule tick", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tick ran")
+	}
+}

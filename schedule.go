@@ -77,8 +77,9 @@ func (o *ScheduleOpts) timing() engine.ScheduleTiming {
 // Schedule creates or updates (upserts) the schedule name of q: each of its ticks publishes v,
 // encoded with the queue's codec, with opts.Publish, under the id TickID(name, tick). An update
 // keeps the schedule's state (paused or not, counters) and, when its timing is unchanged, its
-// next tick; a new timing starts at its first tick after now. Ticks are published by the
-// Schedulers that fire the queue, any number at once, each tick once (docs/schedules.md). It fails with ErrInvalid, writing nothing, for a nil opts, a bad name, an
+// next tick; a new timing starts at its first tick after now. Ticks are published by the queue's
+// Workers while they run and by any Scheduler that fires the queue, any number at once, each tick
+// once (docs/schedules.md). It fails with ErrInvalid, writing nothing, for a nil opts, a bad name, an
 // invalid cron expression, an unknown time zone, an interval under MinScheduleEvery, Cron and Every
 // both or neither set, or publish options Publish refuses; with the codec's error when v cannot be
 // encoded, writing nothing; with an error wrapping ErrShardCount when the queue is registered

@@ -238,9 +238,8 @@ func fireLoop(ctx context.Context, poll time.Duration, log *slog.Logger,
 
 // runSchedules fires the schedules of one queue (shards) until ctx ends: what a Worker runs beside
 // its fetchers, so every worker process fires its queue's schedules with no Scheduler to run.
-// Worker.Run starts it in its errgroup (g.Go(func() error { return runSchedules(ctx, w.shards,
-// w.log, w.cfg.PollWait) })); errors are logged to log and never end it: it returns nil when ctx
-// ends.
+// Worker.Run starts it with its other loops; errors are logged to log and never end it: it returns
+// nil when ctx ends.
 func runSchedules(ctx context.Context, shards *shardSet, log *slog.Logger, poll time.Duration) error {
 	return fireLoop(ctx, poll, log, func(ctx context.Context) (time.Duration, []engine.FiredTick, error) {
 		return fireShards(ctx, shards.name, shards.engines, log)

@@ -212,6 +212,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() error { return p.extendLoop(loopCtx) })
 	loops.Go(func() error { return p.recoverLoop(loopCtx) })
 	loops.Go(func() error { return p.relayLoop(loopCtx) })
+	loops.Go(func() error { return runSchedules(loopCtx, w.shards, w.log, w.cfg.PollWait) })
 	loops.Go(func() error {
 		select {
 		case <-handlersDone:
