@@ -78,3 +78,32 @@ func TestCancelledLeaseRejectedIsNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// A task asked to be cancelled while leased whose handler fails for good before the next
+// extension tells it (Kill) ends cancelled, as one rejected does: it is no dead letter, and does
+// not hold its ordered partition, which goes on.
+func TestCancelledLeaseKilledEndsCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	p := partition.Ordered("ledger")
+	ids := b.publish(Message{Partition: p, HoldOnDead: true, KeepOutcome: time.Minute}, Message{Partition: p, HoldOnDead: true})
+	ds := b.fetch("c", 1)
+	if len(ds) != 1 || ds[0].ID != ids[0] {
+		t.Fatalf("fetched %v", ds)
+	}
+	if res, err := b.eng.Cancel(b.ctx, ids[:1], "not wanted"); err != nil || !res[0].Running {
+		t.Fatalf("Cancel: %+v, %v", res, err)
+	}
+	if errs, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt(), Reason: "broke"}}); err != nil || errs[0] != nil {
+		t.Fatalf("Kill: %v, %v", errs, err)
+	}
+	if got := b.drain("c"); len(got) != 1 || got[0] != ids[1] {
+		t.Fatalf("after the kill ran %v, want %s: the partition must go on", got, ids[1])
+	}
+	if o, err := b.eng.Outcome(b.ctx, ids[0]); err != nil || o.State != StateCancelled {
+		t.Fatalf("outcome: %+v, %v; want cancelled", o, err)
+	}
+	if st := b.stats(); st.Dead != 0 || st.Cancelled != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+}

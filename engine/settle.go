@@ -171,8 +171,9 @@ type Failure struct {
 	Reason string
 }
 
-// Kill moves deliveries to the dead letters now, whatever their attempts, in one round trip. It
-// returns one error per delivery: nil, ErrStaleToken or ErrNotFound. It fails with the context's
+// Kill moves deliveries to the dead letters now, whatever their attempts, in one round trip; a
+// task asked to be cancelled while leased (Cancel) ends cancelled instead, and so holds no
+// partition. It returns one error per delivery: nil, ErrStaleToken or ErrNotFound. It fails with the context's
 // or Redis's error, after which the tasks may or may not have been moved.
 func (e *Engine) Kill(ctx context.Context, fs []Failure) ([]error, error) {
 	if len(fs) == 0 {

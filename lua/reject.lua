@@ -59,14 +59,6 @@ local function read_run(p)
   run[p], at[p], cut[p] = ids, place, #ids + 1
 end
 
--- cancel_leased ends unleased task id (record kt), asked to be cancelled while leased (cancel.lua),
--- as cancelled: a cancel acknowledged to its caller is not undone by a retry or a hand-back.
-local function cancel_leased(id, kt, now)
-  task_end(id, kt, 'cancelled', nil, 'cancelled', 0, now)
-  redis.call('DEL', kt)
-  stat('cancelled', 1)
-end
-
 -- take_back_later returns the leased tasks of ordered partition p that come after task id, whose
 -- own reject sent it back.
 local function take_back_later(id, p, now)
