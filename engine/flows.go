@@ -766,7 +766,14 @@ func (e *Engine) Parents(ctx context.Context, id string) ([]Parent, error) {
 		return nil, fmt.Errorf("srq: parents of %s: %w", id, err)
 	}
 	if len(m) == 0 {
-		return nil, fmt.Errorf("%w: flow step %s", ErrNotFound, id)
+		// A first step of a flow written in one call has no parents to record.
+		n, err := e.client.HExists(ctx, e.keys.Task(id), "F").Result()
+		if err != nil {
+			return nil, fmt.Errorf("srq: parents of %s: %w", id, err)
+		}
+		if !n {
+			return nil, fmt.Errorf("%w: flow step %s", ErrNotFound, id)
+		}
 	}
 	out := make([]Parent, 0, len(m))
 	for name, v := range m {

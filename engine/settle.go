@@ -92,8 +92,10 @@ type RejectResult struct {
 // partition leased with it that comes later in the partition's order, to their own places and
 // without counting an attempt, so none of them can complete first; their fencing tokens go stale.
 // A task that has used its max attempts goes to the dead letters instead (and then the later tasks
-// stay leased). It fails with ErrInvalid for a delay outside [0, MaxDelay], before anything is
-// sent, and with the context's or Redis's error.
+// stay leased). A task asked to be cancelled while leased (Cancel), rejected or taken back, ends
+// cancelled instead: a cancel that Cancel acknowledged is not undone by a retry or a hand-back. It
+// fails with ErrInvalid for a delay outside [0, MaxDelay], before anything is sent, and with the
+// context's or Redis's error.
 func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -169,8 +171,9 @@ type Failure struct {
 	Reason string
 }
 
-// Kill moves deliveries to the dead letters now, whatever their attempts, in one round trip. It
-// returns one error per delivery: nil, ErrStaleToken or ErrNotFound. It fails with the context's
+// Kill moves deliveries to the dead letters now, whatever their attempts, in one round trip; a
+// task asked to be cancelled while leased (Cancel) ends cancelled instead, and so holds no
+// partition. It returns one error per delivery: nil, ErrStaleToken or ErrNotFound. It fails with the context's
 // or Redis's error, after which the tasks may or may not have been moved.
 func (e *Engine) Kill(ctx context.Context, fs []Failure) ([]error, error) {
 	if len(fs) == 0 {

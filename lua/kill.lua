@@ -1,11 +1,12 @@
--- kill.lua: moves leased tasks to the dead letters now (a permanent failure), with a reason.
+-- kill.lua: moves leased tasks to the dead letters now (a permanent failure), with a reason. A task
+-- asked to be cancelled while leased (cancel.lua) ends cancelled instead: no dead letter, no hold.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)
 -- ARGV[4…] 3 per task: id, fencing token, reason
--- Returns: one code per task: DEAD, STALE or NOTFOUND; then RELAY (-1) when the call wrote to the
+-- Returns: one code per task: DEAD (also for one cancelled), STALE or NOTFOUND; then RELAY (-1) when the call wrote to the
 --          flow outbox.
 
 -- @include common
@@ -28,8 +29,12 @@ for i = 4, #ARGV, 3 do
     res[#res + 1] = STALE
   else
     unlease(id, kt, p)
-    redis.call('HINCRBY', kt, 'a', 1) -- the delivery that ends here counts
-    bury(id, kt, reason, now, maxcount, maxage)
+    if lease_cancelled(v) then
+      cancel_leased(id, kt, now) -- asked to be cancelled: it ends so, and holds no partition
+    else
+      redis.call('HINCRBY', kt, 'a', 1) -- the delivery that ends here counts
+      bury(id, kt, reason, now, maxcount, maxage)
+    end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     res[#res + 1] = DEAD
   end

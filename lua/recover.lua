@@ -32,9 +32,7 @@ local function give_back(id, p)
   if v and lease_cancelled(v) then
     -- Asked to be cancelled while leased: its holder is gone, so it ends here, cancelled.
     unlease(id, kt, p)
-    task_end(id, kt, 'cancelled', nil, 'cancelled', 0, now)
-    redis.call('DEL', kt)
-    stat('cancelled', 1)
+    cancel_leased(id, kt, now)
     return
   end
   local f = redis.call('HMGET', kt, 'a', 'm')

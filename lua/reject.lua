@@ -3,7 +3,8 @@
 -- partition leased with it that comes later in the partition's order goes back too, to its own
 -- position, without counting an attempt: nothing may complete before the rejected task. A task
 -- whose attempts reach its max attempts goes to the dead letters instead, with the reason as its
--- last error; then the partition goes on and the later tasks stay leased.
+-- last error; then the partition goes on and the later tasks stay leased. A task asked to be
+-- cancelled while leased (cancel.lua), rejected or taken back, ends cancelled instead.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
@@ -12,7 +13,7 @@
 -- ARGV[4…] 5 per task: id, fencing token, delay ms, reason, counts (1: this delivery counts as an
 --          attempt; 0: it does not, as for a rate limit)
 -- Returns: one code per task: OK (pending again, also when an earlier item of this call took it
---          back), DEAD (dead-lettered), STALE or NOTFOUND; then RELAY (-1) when the call wrote to
+--          back; or cancelled, when it was asked to be), DEAD (dead-lettered), STALE or NOTFOUND; then RELAY (-1) when the call wrote to
 --          the flow outbox.
 
 -- @include common
@@ -70,10 +71,14 @@ local function take_back_later(id, p, now)
       local kt = k_task(other)
       local lease = redis.call('HGET', K_LEASES, other)
       unlease(other, kt, p)
-      back(other, kt, p, now, 0)
+      if lease and lease_cancelled(lease) then
+        cancel_leased(other, kt, now) -- asked to be cancelled: it does not go back
+      else
+        back(other, kt, p, now, 0)
+        n = n + 1
+      end
       took[other] = lease and lease_token(lease)
       gone[other] = true
-      n = n + 1
     end
   end
   cut[p] = i
@@ -131,7 +136,11 @@ for i = 4, #ARGV, 5 do
       redis.call('HSET', kt, 'a', attempts)
     end
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
-    if max > 0 and attempts >= max then
+    if lease_cancelled(lease) then
+      cancel_leased(id, kt, now)
+      res[#res + 1] = OK
+      if is_ordered(p) then stat('taken_back', take_back_later(id, p, now)) end
+    elseif max > 0 and attempts >= max then
       bury(id, kt, reason, now, maxcount, maxage)
       res[#res + 1] = DEAD
     else

@@ -75,7 +75,8 @@ local function is_ordered(p) return string.byte(p, 1) == 33 end
 -- The mark is upper case ('T' or 'U') for a task whose end must be recorded (includes/outcome.lua):
 -- an ack then reads its record, which it otherwise need not. A task asked to be cancelled while
 -- leased (cancel.lua) has 'c' for 't' and 'd' for 'u' ('C', 'D'): the next extension tells its
--- holder, and an ack or a reject removes the mark with the lease.
+-- holder; an ack removes the mark with the lease, and a reject (also of the tasks it takes back),
+-- a kill or a recovery of the lease ends the task cancelled.
 local function lease_token(v) return string.sub(v, 1, 20) end
 local function lease_tracked(v) local b = string.byte(v, 21) return b == 116 or b == 84 or b == 99 or b == 67 end
 local function lease_outcome(v) return string.byte(v, 21) < 97 end -- upper case

@@ -20,6 +20,15 @@ local function unlease(id, kt, p)
   redis.call('HDEL', K_LEASES, id)
 end
 
+-- cancel_leased ends unleased task id (record kt), asked to be cancelled while leased (cancel.lua),
+-- as cancelled: a cancel acknowledged to its caller is not undone by a retry, a hand-back or a
+-- failure, and the task holds no partition.
+local function cancel_leased(id, kt, now)
+  task_end(id, kt, 'cancelled', nil, 'cancelled', 0, now)
+  redis.call('DEL', kt)
+  stat('cancelled', 1)
+end
+
 -- back returns an unleased task to pending: an ordered task to its exact position, with its
 -- partition blocked until now+delay; an unordered one at now+delay.
 local function back(id, kt, p, now, delay)
