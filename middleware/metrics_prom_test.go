@@ -247,6 +247,13 @@ var (
 	wordRe     = regexp.MustCompile(`[a-z_][a-z0-9_]*`)
 )
 
+// noteLabel records that a query uses label without matching a value.
+func noteLabel(labels map[string][]string, label string) {
+	if _, ok := labels[label]; !ok {
+		labels[label] = nil
+	}
+}
+
 // checkQuery fails unless every metric query names is in families (a histogram's _bucket, _count
 // and _sum are its family's), and every label it groups or matches by is on one of them, with the
 // value it matches (for =) among the scraped values.
@@ -256,7 +263,7 @@ func checkQuery(t *testing.T, query string, families map[string]*dto.MetricFamil
 	for _, g := range groupingRe.FindAllStringSubmatch(query, -1) {
 		for _, l := range strings.Split(g[1], ",") {
 			if l = strings.TrimSpace(l); l != "" {
-				labels[l] = labels[l]
+				noteLabel(labels, l)
 			}
 		}
 	}
@@ -264,7 +271,7 @@ func checkQuery(t *testing.T, query string, families map[string]*dto.MetricFamil
 		if m[2] == "=" {
 			labels[m[1]] = append(labels[m[1]], m[3])
 		} else {
-			labels[m[1]] = labels[m[1]]
+			noteLabel(labels, m[1])
 		}
 	}
 	rest := rangeRe.ReplaceAllString(matcherRe.ReplaceAllString(groupingRe.ReplaceAllString(query, ""), ""), "")
