@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,10 +109,8 @@ type Engine struct {
 	siblings sync.Map
 	// relayDue is signalled when a call wrote to the flow outbox (RelayDue).
 	relayDue chan struct{}
-	// argBaseV is the first script argument, an *argBaseVal; eventsKnown says whether a sibling
-	// engine (at) has read its queue's event stream cap.
-	argBaseV    atomic.Value
-	eventsKnown atomic.Bool
+	// arg is the first argument of every script call.
+	arg argBaseVal
 }
 
 // argBaseVal is the first argument of every script call: the key base, followed by the event
@@ -129,16 +126,12 @@ func newEngine(client redis.UniversalClient, cfg Config, keys Keys) *Engine {
 	for _, k := range keys.ScriptKeys() {
 		e.keyArgs = append(e.keyArgs, k)
 	}
-	e.setArgBase(argBase(keys.Base(), cfg.Events))
-	e.eventsKnown.Store(true)
+	s := argBase(keys.Base(), cfg.Events)
+	e.arg = argBaseVal{s: s, b: []byte(s)}
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
 	return e
 }
-
-func (e *Engine) setArgBase(s string) { e.argBaseV.Store(&argBaseVal{s: s, b: []byte(s)}) }
-
-func (e *Engine) argBase() *argBaseVal { return e.argBaseV.Load().(*argBaseVal) }
 
 // New returns an Engine for cfg.Queue over client. It talks to Redis only when called. It fails
 // with ErrInvalid when the client is nil or the configuration is invalid.

@@ -49,8 +49,8 @@ type Event struct {
 // eventsStream is the key of the queue's event stream.
 func (k Keys) Events() string { return k.base + "ev" }
 
-// eventsKey is where an engine that keeps an event stream records its cap, so an engine of
-// another process that relays flow messages here (at) writes events too.
+// eventsCap is where an engine that keeps an event stream records its cap, so a relay of another
+// process that applies flow messages here (flow_apply.lua) writes events too.
 func (k Keys) eventsCap() string { return k.base + "evcap" }
 
 // argBase is the first script argument: the key base, followed by the event stream's cap when
@@ -63,8 +63,7 @@ func argBase(base string, events int) string {
 }
 
 // AnnounceEvents records in Redis that the queue keeps an event stream of Config.Events entries,
-// so engines of other processes that apply flow messages to this queue (a relay) write its events
-// too. A queue without a stream records nothing. It fails with the context's or Redis's error.
+// so relays of other processes that apply flow messages to this queue write its events too. A queue without a stream records nothing. It fails with the context's or Redis's error.
 func (e *Engine) AnnounceEvents(ctx context.Context) error {
 	if e.cfg.Events <= 0 {
 		return nil
@@ -73,21 +72,6 @@ func (e *Engine) AnnounceEvents(ctx context.Context) error {
 		return fmt.Errorf("srq: announce events of %s: %w", e.cfg.Queue, err)
 	}
 	return nil
-}
-
-// learnEvents reads the event stream cap another process announced for e's queue (see at).
-func (e *Engine) learnEvents(ctx context.Context) {
-	if !e.eventsKnown.CompareAndSwap(false, true) {
-		return
-	}
-	n, err := e.client.Get(ctx, e.keys.eventsCap()).Int()
-	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			e.eventsKnown.Store(false) // try again on the next call
-		}
-		return
-	}
-	e.setArgBase(argBase(e.keys.base, n))
 }
 
 // MaxEventsRead is the most events one Events call returns.

@@ -376,29 +376,39 @@ func (p *flowPlan) result(res any) (duplicate bool, err error) {
 
 // publishParts publishes a flow over several calls: claim the id at the home, write each slot's
 // steps held, commit at the home, then relay the home's outbox so the first steps in other slots
-// are released now rather than by the next relay. A failure before the commit undoes the parts.
+// are released now rather than by the next relay. The publish's nonce names its claim, so a call
+// whose reply was lost is settled by the undo (abort): a claim that ran is taken back, and a
+// commit that ran is kept (the flow runs whole and the publish succeeded).
 func (p *flowPlan) publishParts(ctx context.Context, home *Engine, keep int64) (bool, error) {
-	names := make([]any, 0, 4+len(p.spec.Steps))
-	names = append(names, "claim", p.spec.ID, keep, p.def)
+	nonce := NewID()
+	names := make([]any, 0, 5+len(p.spec.Steps))
+	names = append(names, "claim", p.spec.ID, keep, p.def, nonce)
 	for i := range p.spec.Steps {
 		names = append(names, p.spec.Steps[i].Name)
 	}
-	res, err := home.run(ctx, scriptFlowPub, names...)
-	if err != nil {
-		return false, err
-	}
-	if dup, err := p.result(res); dup || err != nil {
-		return dup, err
-	}
 	written := map[string][]string{} // key base -> ids written there
+	// undo takes the publish back after cause; it reports whether the flow had committed after
+	// all (a commit whose reply was lost), and then the publish succeeded.
 	undo := func(cause error) (bool, error) {
 		// The context may be what ended; the undo still runs, bounded by its own timeout.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := p.abort(actx, written, true); err != nil {
-			return false, fmt.Errorf("%w (and undoing the publish failed: %w; RecoverFlows will)", cause, err)
+		committed, err := p.abort(actx, written, nonce)
+		switch {
+		case committed:
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("%w (and undoing the publish failed: %w; a worker of the home queue undoes it after 5 minutes)", cause, err)
 		}
 		return false, cause
+	}
+	res, err := home.run(ctx, scriptFlowPub, names...)
+	if err != nil {
+		_, err = undo(err) // the claim may have run: take it back
+		return false, err
+	}
+	if dup, err := p.result(res); dup || err != nil {
+		return dup, err
 	}
 	for _, base := range p.bases {
 		steps := p.groups[base]
@@ -417,11 +427,12 @@ func (p *flowPlan) publishParts(ctx context.Context, home *Engine, keep int64) (
 				_, err = p.result(res)
 			}
 			if err != nil {
-				return undo(err)
+				_, err = undo(err)
+				return false, err
 			}
 		}
 	}
-	commit := []any{"commit", p.spec.ID}
+	commit := []any{"commit", p.spec.ID, nonce}
 	for _, base := range p.bases {
 		commit = append(commit, base)
 	}
@@ -429,41 +440,49 @@ func (p *flowPlan) publishParts(ctx context.Context, home *Engine, keep int64) (
 	if err == nil {
 		_, err = p.result(res)
 	}
-	if errors.Is(err, ErrFlowAborted) {
-		return undo(err)
-	}
 	if err != nil {
-		return false, err // it may have committed: the parts stay, and RecoverFlows decides
+		// Refused (the publish was undone meanwhile) or its reply lost: the undo finds out.
+		if committed, err := undo(err); !committed {
+			return false, err
+		}
 	}
 	_, _ = home.Relay(ctx) // best effort: any consumer's relay delivers what is left
 	return false, nil
 }
 
-// abort undoes the parts of the flow written to each slot, and its claim at the home.
-func (p *flowPlan) abort(ctx context.Context, written map[string][]string, claimed bool) error {
+// abort undoes a publish whose nonce is nonce: at the home first, where it takes back the claim
+// unless the flow committed (then it reports committed and touches nothing), then the parts
+// written to each slot. An error at the home stops it: the other slots' parts stay held, for
+// RecoverFlows.
+func (p *flowPlan) abort(ctx context.Context, written map[string][]string, nonce string) (committed bool, err error) {
 	var errs []error
-	for _, base := range p.bases {
+	for bi, base := range p.bases {
 		ids := written[base]
-		isHome := base == p.bases[0]
-		if len(ids) == 0 && !(isHome && claimed) {
-			continue
-		}
-		flag := ""
-		if isHome && claimed {
-			flag = "1"
+		first := nonce
+		if bi > 0 {
+			first = ""
+			if len(ids) == 0 {
+				continue
+			}
 		}
 		for lo := 0; lo == 0 || lo < len(ids); lo += flowChunk {
-			args := []any{"abort", p.spec.ID, flag}
+			args := []any{"abort", p.spec.ID, first}
 			for _, id := range ids[lo:min(lo+flowChunk, len(ids))] {
 				args = append(args, id)
 			}
-			if _, err := p.engs[base].run(ctx, scriptFlowPub, args...); err != nil {
+			res, err := p.engs[base].run(ctx, scriptFlowPub, args...)
+			switch {
+			case err != nil && bi == 0 && lo == 0:
+				return false, err // the claim's fate is unknown: the parts must stay
+			case err != nil:
 				errs = append(errs, err)
+			case res == int64(codeFinished):
+				return true, nil
 			}
-			flag = "" // the claim goes with the first call
+			first = "" // the claim goes with the first call
 		}
 	}
-	return errors.Join(errs...)
+	return false, errors.Join(errs...)
 }
 
 // at returns an engine for the slot whose key base is base, on e's client and configuration,
@@ -476,9 +495,8 @@ func (e *Engine) at(base string) *Engine {
 		return v.(*Engine)
 	}
 	cfg := e.cfg
-	cfg.Queue, cfg.Events = queueOfBase(base), 0 // until learnEvents reads the cap its queue announced
+	cfg.Queue, cfg.Events = queueOfBase(base), 0 // flow_apply.lua reads the cap its queue announced
 	sib := newEngine(e.client, cfg, Keys{base: base})
-	sib.eventsKnown.Store(false)
 	v, _ := e.siblings.LoadOrStore(base, sib)
 	return v.(*Engine)
 }
@@ -544,9 +562,7 @@ func (e *Engine) Relay(ctx context.Context) (int, error) {
 		}
 		var errs []error
 		for _, base := range order {
-			dest := e.at(base)
-			dest.learnEvents(ctx)
-			if _, err := dest.run(ctx, scriptFlowApply, byBase[base]...); err != nil {
+			if _, err := e.at(base).run(ctx, scriptFlowApply, byBase[base]...); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -584,30 +600,44 @@ func (e *Engine) RecoverFlows(ctx context.Context, timeout time.Duration) (int, 
 		return 0, fmt.Errorf("srq: recover flows: %w", err)
 	}
 	undone := 0
+	var errs []error
 	for _, fid := range stale {
-		raw, err := e.client.Get(ctx, e.keys.base+"fd:"+fid).Result()
-		if err != nil {
-			return undone, fmt.Errorf("srq: recover flow %s: %w", fid, err)
+		def := e.client.Get(ctx, e.keys.base+"fd:"+fid)
+		nonce := e.client.HGet(ctx, e.keys.base+"f:"+fid, "N")
+		if err := errors.Join(def.Err(), nonce.Err()); err != nil && !errors.Is(err, redis.Nil) {
+			errs = append(errs, fmt.Errorf("srq: recover flow %s: %w", fid, err))
+			continue
 		}
-		var def flowDef
-		if err := json.Unmarshal([]byte(raw), &def); err != nil {
-			return undone, fmt.Errorf("srq: recover flow %s: its definition: %w", fid, err)
+		var d flowDef
+		if def.Err() != nil || nonce.Err() != nil || json.Unmarshal([]byte(def.Val()), &d) != nil {
+			// Its claim is gone (undone already) or unreadable: only the index entry is left.
+			if err := e.client.ZRem(ctx, e.keys.base+"flowsp", fid).Err(); err != nil {
+				errs = append(errs, fmt.Errorf("srq: recover flow %s: %w", fid, err))
+			}
+			continue
 		}
 		p := &flowPlan{spec: &FlowSpec{ID: fid}, engs: map[string]*Engine{}}
 		written := map[string][]string{}
 		p.bases = []string{e.keys.Base()}
 		p.engs[e.keys.Base()] = e
-		for _, s := range def.Steps {
+		for _, s := range d.Steps {
 			if _, ok := p.engs[s.Base]; !ok {
 				p.bases = append(p.bases, s.Base)
 				p.engs[s.Base] = e.at(s.Base)
 			}
 			written[s.Base] = append(written[s.Base], StepID(fid, s.Name))
 		}
-		if err := p.abort(ctx, written, true); err != nil {
-			return undone, fmt.Errorf("srq: recover flow %s: %w", fid, err)
+		committed, err := p.abort(ctx, written, nonce.Val())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("srq: recover flow %s: %w", fid, err))
+			continue
 		}
-		undone++
+		if !committed {
+			undone++
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return undone, err
 	}
 	return undone, nil
 }

@@ -334,7 +334,7 @@ func TestFlowRecoverUnfinishedPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The publisher's first calls: claim and the parts, no commit.
-	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 1000, p.def, "a", "b"); err != nil {
+	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 1000, p.def, "n1", "a", "b"); err != nil {
 		t.Fatal(err)
 	}
 	for _, base := range p.bases {
@@ -358,7 +358,7 @@ func TestFlowRecoverUnfinishedPublish(t *testing.T) {
 	if n, err := b.eng.RecoverFlows(b.ctx, 0); err != nil || n != 1 {
 		t.Fatalf("RecoverFlows: %d, %v", n, err)
 	}
-	if res, err := b.eng.run(b.ctx, scriptFlowPub, "commit", "f", b.eng.keys.Base()); err != nil || res != int64(codeAborted) {
+	if res, err := b.eng.run(b.ctx, scriptFlowPub, "commit", "f", "n1", b.eng.keys.Base()); err != nil || res != int64(codeAborted) {
 		t.Fatalf("a late commit: %v, %v", res, err)
 	}
 	for _, e := range []*Engine{b.eng, other} {

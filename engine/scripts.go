@@ -99,7 +99,7 @@ type call struct {
 // readOnly names the scripts that change nothing: their calls go without a sendOnce, so go-redis
 // may send them again after a lost reply, as running them twice does no harm.
 var readOnly = map[string]bool{"dead_list": true, "dead_scan": true, "inflight": true, "overview": true,
-	"partitions": true, "stats": true, "task": true}
+	"partitions": true, "stats": true, "task": true, "outcome": true, "schedule_due": true, "schedule_list": true}
 
 // command returns one call of s as a command, by its SHA (EVALSHA) or, with eval, its source
 // (EVAL): the keys, then ARGV, the key base and args. Unless s is read-only, the key base goes as a
@@ -114,7 +114,7 @@ func (e *Engine) command(ctx context.Context, s *script, eval bool, args []any) 
 	out = append(out, len(e.keyArgs))
 	out = append(out, e.keyArgs...)
 	var g *sendOnce
-	base := e.argBase()
+	base := &e.arg
 	if readOnly[s.name] {
 		out = append(out, base.s)
 	} else {

@@ -20,6 +20,7 @@
 -- @cold task_end outcome_put outcome_spec outcome_prune k_outcome k_waiter flow_end flow_note
 -- @cold flow_send flow_fanout ref_split k_children k_parents flow_run flow_apply flow_signal
 -- @cold flow_release flow_cancel flow_sat flow_blk flow_noted flow_bad flow_final flow_prune flow_open
+-- @cold flow_state flow_forget
 -- @cold k_flow k_flow_steps k_flow_def k_flow_gates pend k_outbox k_flows k_flows_end k_outs emit
 -- @cold level_add head_lower
 

@@ -13,6 +13,9 @@
 -- @include flow
 
 local now = now_ms()
+-- The relay runs in any process, which need not know whether this queue keeps an event stream:
+-- the queue's workers announced it (evcap), unless the caller said.
+if not EVENTS_MAX then EVENTS_MAX = redis.call('GET', BASE .. 'evcap') or false end
 for i = 2, #ARGV do flow_apply(cjson.decode(ARGV[i]), now) end
 flow_run(now)
 finish()

@@ -11,17 +11,22 @@
 -- ARGV[2]  mode: 'all', 'claim', 'part', 'commit' or 'abort'
 -- ARGV[3]  flow id
 -- all:    ARGV[4] retention ms, ARGV[5] the flow's definition (JSON), ARGV[6…] steps
--- claim:  ARGV[4] retention ms, ARGV[5] definition, ARGV[6…] every step's name
+-- claim:  ARGV[4] retention ms, ARGV[5] definition, ARGV[6] the publish's nonce, ARGV[7…] every
+--         step's name
 -- part:   ARGV[4] retention ms, ARGV[5] the home's key base, ARGV[6…] steps
--- commit: ARGV[4…] the key bases of the slots a part was written to
--- abort:  ARGV[4] '1' at the home, else '', ARGV[5…] the ids of the steps written to this slot
+-- commit: ARGV[4] the nonce, ARGV[5…] the key bases of the slots a part was written to
+-- abort:  ARGV[4] the nonce at the home, '' elsewhere, ARGV[5…] the ids of the steps written to
+--         this slot. At the home it goes first: a flow the nonce's publish committed is left
+--         whole (FINISHED), and the others are then not to be undone; a claim of another
+--         publish is left alone.
 -- A step is 11 values: task id, partition, priority, delay ms, at ms (0: none), max attempts (0:
 -- unlimited), headers (encoded; may be empty), payload, '1' when its death holds its ordered
 -- partition ('' if not), its parents as a JSON array of the edge
 -- policy character followed by the parent's ref (key base .. task id; '' for none), and its
 -- children's refs as a JSON array ('' for none).
 -- Returns: OK; DUPLICATE when the flow id exists (all, claim); {CONFLICT, task id} when a step's
---          task id exists (all, part); ABORTED when the flow is no longer being published (commit).
+--          task id exists (all, part); ABORTED when the flow is no longer being published by this
+--          nonce's publish (commit); FINISHED when the flow committed (abort at the home).
 
 -- @include common
 -- @include outcome
@@ -75,12 +80,12 @@ local function write_step(i, keep, home, gated)
   return waits
 end
 
--- claim writes flow fid's record at its home, in state state, with its definition and its steps
--- (names), unless the id exists.
-local function claim(keep, def, names, state)
+-- claim writes flow fid's record at its home, in state state, with its definition, its steps
+-- (names) and the nonce of the publish that claims it, unless the id exists.
+local function claim(keep, def, names, state, nonce)
   local kf = k_flow(fid)
   if redis.call('EXISTS', kf) == 1 then return false end
-  redis.call('HSET', kf, 'n', int(#names), 'S', state, 'c', now_s, 'k', keep)
+  redis.call('HSET', kf, 'n', int(#names), 'S', state, 'c', now_s, 'k', keep, 'N', nonce)
   redis.call('SET', k_flow_def(fid), def)
   local steps = {}
   for i = 1, #names do steps[#steps + 1] = names[i]; steps[#steps + 1] = 'w' .. NO_VERSION end
@@ -103,7 +108,7 @@ if mode == 'all' then
   local id = redis.call('EXISTS', k_flow(fid)) == 0 and conflict(6)
   if id then
     res = {CONFLICT, id}
-  elseif not claim(ARGV[4], ARGV[5], names, '') then
+  elseif not claim(ARGV[4], ARGV[5], names, '', '') then
     res = DUPLICATE
   else
     started()
@@ -115,8 +120,8 @@ if mode == 'all' then
   end
 elseif mode == 'claim' then
   local names = {}
-  for i = 6, #ARGV do names[#names + 1] = ARGV[i] end
-  if not claim(ARGV[4], ARGV[5], names, 'p') then
+  for i = 7, #ARGV do names[#names + 1] = ARGV[i] end
+  if not claim(ARGV[4], ARGV[5], names, 'p', ARGV[6]) then
     res = DUPLICATE
   else
     redis.call('ZADD', k_flows_prep(), now_s, fid)
@@ -130,14 +135,22 @@ elseif mode == 'part' then
   end
 elseif mode == 'commit' then
   local kf = k_flow(fid)
-  if redis.call('HGET', kf, 'S') ~= 'p' then
+  local f = redis.call('HMGET', kf, 'S', 'N', 'n', 'ok', 'bad', 'k')
+  if f[1] ~= 'p' or f[2] ~= ARGV[4] then
     res = ABORTED
   else
-    redis.call('HSET', kf, 'S', '')
     redis.call('ZREM', k_flows_prep(), fid)
     started()
-    for i = 4, #ARGV do flow_send({b = ARGV[i], k = 'g', f = fid, from = 0}) end
+    -- Steps cancelled while it was being published count already (flow_noted).
+    flow_state(fid, kf, tonumber(f[3]), tonumber(f[4]) or 0, tonumber(f[5]) or 0, tonumber(f[6]), '', false, '', now)
+    for i = 5, #ARGV do flow_send({b = ARGV[i], k = 'g', f = fid, from = 0}) end
   end
+elseif mode == 'abort' and ARGV[4] ~= '' and redis.call('HGET', k_flow(fid), 'N') == ARGV[4] and
+    redis.call('HGET', k_flow(fid), 'S') ~= 'p' then
+  res = FINISHED -- it committed: it runs whole
+elseif mode == 'abort' and ARGV[4] ~= '' and redis.call('EXISTS', k_flow(fid)) == 1 and
+    redis.call('HGET', k_flow(fid), 'N') ~= ARGV[4] then
+  res = OK -- another publish's claim (this one never claimed it): nothing of this publish is here
 elseif mode == 'abort' then
   local removed = 0
   for i = 5, #ARGV do
@@ -151,7 +164,7 @@ elseif mode == 'abort' then
   end
   redis.call('DEL', k_flow_gates(fid))
   stat('waiting', -removed)
-  if ARGV[4] == '1' and redis.call('HGET', k_flow(fid), 'S') == 'p' then
+  if ARGV[4] ~= '' then
     redis.call('DEL', k_flow(fid), k_flow_steps(fid), k_flow_def(fid))
     redis.call('ZREM', k_flows_prep(), fid)
   end

@@ -26,7 +26,7 @@ local expired = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', now, 'LIMIT', 0,
 local returned, buried = 0, 0
 local parts, seen = {}, {}
 
-local function give_back(id, p)
+local function give_back(id, p, first)
   local kt = k_task(id)
   local v = redis.call('HGET', K_LEASES, id)
   if v and lease_cancelled(v) then
@@ -39,7 +39,7 @@ local function give_back(id, p)
   local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0 -- deliveries ended before this one
   unlease(id, kt, p)
   redis.call('HINCRBY', kt, 'n', 1)
-  if counts ~= '0' then
+  if counts ~= '0' and first then
     attempts = attempts + 1
     redis.call('HSET', kt, 'a', attempts)
   end
@@ -64,11 +64,24 @@ for i = 1, #expired do
       redis.call('HDEL', K_LEASES, id)
     else
       if is_ordered(p) then
+        -- The partition's leased run goes back whole. Its holder ran it one task at a time, in
+        -- order: only the first can have been under way; the others never started and keep
+        -- their attempts (else a run at its last attempt would die whole, out of order).
         local group = redis.call('SMEMBERS', k_held(p))
-        for j = 1, #group do give_back(group[j], p) end
-        if redis.call('ZSCORE', K_INFLIGHT, id) then give_back(id, p) end
+        if redis.call('SISMEMBER', k_held(p), id) == 0 and redis.call('ZSCORE', K_INFLIGHT, id) then
+          group[#group + 1] = id
+        end
+        local head, key = nil, nil
+        for j = 1, #group do
+          local f = redis.call('HMGET', k_task(group[j]), 'r', 't', 's')
+          -- The partition's order: priority desc, then available-at, then sequence; as a string
+          -- key comparable byte by byte (priorities are int32, times below 2^53, sequences 20 digits).
+          local k = string.format('%011d%016d%s', 2147483648 - (tonumber(f[1]) or 0), tonumber(f[2]) or 0, f[3] or '')
+          if not key or k < key then head, key = group[j], k end
+        end
+        for j = 1, #group do give_back(group[j], p, group[j] == head) end
       else
-        give_back(id, p)
+        give_back(id, p, true)
       end
       if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     end
@@ -90,6 +103,10 @@ for _, key in ipairs({K_READY, K_DEPTH, K_HEADS}) do
   if is_listpack(key) then to_skiplist(key) end
 end
 if is_listpack(K_INFLIGHT) and redis.call('ZCARD', K_INFLIGHT) >= LEASES_CONVERT then leases_convert() end
+-- What a quiet queue's calls would otherwise never forget: outcomes and ended flows past their
+-- retention, a bounded chunk a round.
+outcome_prune(now, 100)
+flow_prune(now, FLOW_PRUNE)
 if flow_queue then flow_run(now) end
 finish()
 local more = 0

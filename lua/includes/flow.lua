@@ -46,10 +46,11 @@ local function k_flow_steps(fid) return BASE .. 'fs:' .. fid end
 local function k_flow_def(fid) return BASE .. 'fd:' .. fid end
 local function k_flow_gates(fid) return BASE .. 'fg:' .. fid end
 
--- FLOW_BUDGET is the most signals one call applies to this slot's steps itself; FANOUT_CHUNK the
--- most children of one step it reads at a time. FLOW_PRUNE is how many ended flows past their
+-- FLOW_BUDGET is the most messages one call sends (applies itself, to this slot's steps, or writes
+-- to the outbox) before it leaves the rest of its fan-outs to later calls; FANOUT_CHUNK the most
+-- children of one step it reads at a time. FLOW_PRUNE is how many ended flows past their
 -- retention a call that ends one forgets.
-local FLOW_BUDGET, FANOUT_CHUNK, FLOW_PRUNE = 1000, 500, 5
+local FLOW_BUDGET, FANOUT_CHUNK, FLOW_PRUNE = 1000, 500, 2
 local NO_VERSION = '00000000000000000000'
 -- GATE is the name of the parent that holds a flow's first steps until the publish commits: no
 -- step can have it.
@@ -70,8 +71,8 @@ end
 -- flow_send delivers message m, for the slot whose key base is m.b: here, in this call, while the
 -- budget lasts; anywhere else through the outbox.
 local function flow_send(m)
-  if m.b == BASE and flow_spent < FLOW_BUDGET then
-    flow_spent = flow_spent + 1
+  flow_spent = flow_spent + 1
+  if m.b == BASE and flow_spent <= FLOW_BUDGET then
     flow_queue = flow_queue or {}
     flow_queue[#flow_queue + 1] = m
   else
@@ -88,6 +89,11 @@ end
 -- flow_fanout tells the children of step id, from the from-th (0-based) on, that it is in state s
 -- (version v, error e), a chunk at a time. After a final state the list is no longer needed.
 local function flow_fanout(id, name, s, v, e, from)
+  if flow_spent >= FLOW_BUDGET then
+    -- The call's budget is spent: the fan-out goes on in a later call (the relay's).
+    flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from})
+    return
+  end
   local kc = k_children(id)
   local kids = redis.call('LRANGE', kc, from, from + FANOUT_CHUNK - 1)
   for i = 1, #kids do
@@ -120,7 +126,11 @@ local function task_end(id, kt, s, v, e, qkeep, now)
   local f = redis.call('HMGET', kt, 'o', 'F', 'H')
   local keep, waiter = outcome_spec(f[1])
   if qkeep > keep then keep = qkeep end
-  if keep > 0 or waiter then outcome_put(id, s, v, e, keep, waiter, now) end
+  if f[2] then
+    outcome_put(id, s, v, e, nil, waiter, now) -- a step's is kept until its flow is forgotten
+  elseif keep > 0 or waiter then
+    outcome_put(id, s, v, e, keep, waiter, now)
+  end
   if f[2] then
     local sig = 'C'
     if s == 'ok' then sig = 'o' elseif s == 'dead' then sig = 'x' end
@@ -203,6 +213,7 @@ local function flow_signal(cid, pname, s, v, e, now)
     flow_note(f[5] or BASE, f[4], name, 'c', next_seq())
   elseif b == 0 and st == 'c' then
     redis.call('HSET', kt, 'R', r, 'B', b, 'S', 'w')
+    redis.call('HDEL', kt, 'x') -- the reason it was cancelled for is gone
     flow_note(f[5] or BASE, f[4], name, 'r', next_seq())
     st = 'w'
   else
@@ -211,18 +222,56 @@ local function flow_signal(cid, pname, s, v, e, now)
   if st == 'w' and b == 0 and r == 0 then flow_release(cid, kt, now) end
 end
 
--- flow_prune forgets up to n ended flows whose home is here and whose retention has ended.
+-- flow_prune forgets up to n ended flows whose home is here and whose retention has ended, with
+-- their steps' outcomes, which their slots keep until then (task_end): a message ('x') to each
+-- slot names its steps, 500 at a time.
 local function flow_prune(now, n)
   local old = redis.call('ZRANGEBYSCORE', k_flows_end(), '-inf', int(now), 'LIMIT', '0', n)
   if #old == 0 then return end
   local keys = {}
   for i = 1, #old do
-    keys[#keys + 1] = k_flow(old[i])
-    keys[#keys + 1] = k_flow_steps(old[i])
-    keys[#keys + 1] = k_flow_def(old[i])
+    local fid = old[i]
+    local def = redis.call('GET', k_flow_def(fid))
+    if def then
+      local by, order = {}, {}
+      for _, st in ipairs(cjson.decode(def).steps) do
+        local ids = by[st.b]
+        if not ids then ids = {}; by[st.b] = ids; order[#order + 1] = st.b end
+        ids[#ids + 1] = fid .. '/' .. st.n
+        if #ids == FANOUT_CHUNK then
+          flow_send({b = st.b, k = 'x', ids = ids})
+          ids = {}
+          by[st.b] = ids
+        end
+      end
+      for _, b in ipairs(order) do
+        if #by[b] > 0 then flow_send({b = b, k = 'x', ids = by[b]}) end
+      end
+    end
+    keys[#keys + 1] = k_flow(fid)
+    keys[#keys + 1] = k_flow_steps(fid)
+    keys[#keys + 1] = k_flow_def(fid)
   end
   redis.call('DEL', unpack(keys))
   redis.call('ZREM', k_flows_end(), unpack(old))
+end
+
+-- flow_forget deletes the outcomes of steps ids, kept for their flow (score +inf in outs), now
+-- that their flow is forgotten.
+local function flow_forget(ids)
+  local kept = redis.call('ZMSCORE', k_outs(), unpack(ids))
+  local gone, keys = {}, {}
+  for i = 1, #ids do
+    if kept[i] and tonumber(kept[i]) == math.huge then
+      gone[#gone + 1] = ids[i]
+      keys[#keys + 1] = k_outcome(ids[i])
+      keys[#keys + 1] = k_waiter(ids[i])
+    end
+  end
+  if #gone > 0 then
+    redis.call('DEL', unpack(keys))
+    redis.call('ZREM', k_outs(), unpack(gone))
+  end
 end
 
 -- flow_bad and flow_final are 1 for the step states a flow counts as failed, and as failed for
@@ -240,6 +289,38 @@ end
 -- the flow's counts, and its state: completed when every step succeeded, failed while any failed
 -- or is cancelled, running otherwise (again, when a failed step is requeued). A flow whose steps
 -- all ended is kept for its retention from then on.
+-- flow_state sets flow fid's state (record kf) from its counts, ok and bad of n steps, as it was
+-- (was, and ended: whether it had ended), counts and reports the change (name is the step that made
+-- it), and starts its retention (keep ms) when every step has ended, or stops it when one runs again.
+local function flow_state(fid, kf, n, ok, bad, keep, was, ended, name, now)
+  local state = ''
+  if ok == n then state = 'o' elseif bad > 0 then state = 'x' end
+  redis.call('HSET', kf, 'S', state)
+  if state ~= was then
+    if state == 'o' then
+      stat('flows_completed', 1)
+      emit('flow_completed', fid)
+    elseif state == 'x' then
+      stat('flows_failed', 1)
+      emit('flow_failed', fid, 's', name)
+    elseif was ~= '' then
+      emit('flow_running', fid, 's', name)
+    end
+  end
+  if ok + bad == n then
+    if not ended then
+      redis.call('HSET', kf, 'e', int(now))
+      redis.call('ZREM', k_flows(), fid)
+      redis.call('ZADD', k_flows_end(), int(now + keep), fid)
+      flow_prune(now, FLOW_PRUNE)
+    end
+  elseif ended then
+    redis.call('HDEL', kf, 'e')
+    redis.call('ZREM', k_flows_end(), fid)
+    redis.call('ZADD', k_flows(), redis.call('HGET', kf, 'c'), fid)
+  end
+end
+
 local function flow_noted(fid, name, s, v, now)
   local ks = k_flow_steps(fid)
   local cur = redis.call('HGET', ks, name)
@@ -254,32 +335,9 @@ local function flow_noted(fid, name, s, v, now)
   local f = redis.call('HMGET', kf, 'n', 'ok', 'bad', 'fin', 'S', 'k', 'e')
   local n = tonumber(f[1])
   local ok, bad, fin = (tonumber(f[2]) or 0) + d_ok, (tonumber(f[3]) or 0) + d_bad, (tonumber(f[4]) or 0) + d_fin
-  local state = ''
-  if ok == n then state = 'o' elseif bad > 0 then state = 'x' end
-  redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin, 'S', state)
-  if state ~= (f[5] or '') then
-    if state == 'o' then
-      stat('flows_completed', 1)
-      emit('flow_completed', fid)
-    elseif state == 'x' then
-      stat('flows_failed', 1)
-      emit('flow_failed', fid, 's', name)
-    else
-      emit('flow_running', fid, 's', name)
-    end
-  end
-  if ok + bad == n then
-    if not f[7] then
-      redis.call('HSET', kf, 'e', int(now))
-      redis.call('ZREM', k_flows(), fid)
-      redis.call('ZADD', k_flows_end(), int(now + tonumber(f[6])), fid)
-      flow_prune(now, FLOW_PRUNE)
-    end
-  elseif f[7] then
-    redis.call('HDEL', kf, 'e')
-    redis.call('ZREM', k_flows_end(), fid)
-    redis.call('ZADD', k_flows(), redis.call('HGET', kf, 'c'), fid)
-  end
+  redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin)
+  if f[5] == 'p' then return end -- being published: the commit sets its state from the counts
+  flow_state(fid, kf, n, ok, bad, tonumber(f[6]), f[5] or '', f[7], name, now)
 end
 
 -- flow_open releases the first steps of flow fid in this slot, held since the publish wrote them
@@ -308,6 +366,8 @@ local function flow_apply(m, now)
     flow_fanout(m.i, m.n, m.s, m.v, m.e, m.from)
   elseif m.k == 'g' then
     flow_open(m.f, m.from)
+  elseif m.k == 'x' then
+    flow_forget(m.ids)
   end
 end
 

@@ -42,8 +42,9 @@ local function outcome_prune(now, n)
 end
 
 -- outcome_put records that task id ended at now in state s ('ok', 'dead' or 'cancelled') with
--- result v and error e (nil or '' for none), kept keep ms, and wakes its waiter when waiter is
--- set. A later end of the same task (a dead letter requeued, then acked) replaces it.
+-- result v and error e (nil or '' for none), kept keep ms (nil: until it is deleted, as a flow
+-- step's is with its flow), and wakes its waiter when waiter is set. A later end of the same task
+-- (a dead letter requeued, then acked) replaces it.
 local function outcome_put(id, s, v, e, keep, waiter, now)
   local ko = k_outcome(id)
   local f = {'s', s, 'f', int(now)}
@@ -51,7 +52,7 @@ local function outcome_put(id, s, v, e, keep, waiter, now)
   if e and e ~= '' then f[#f + 1] = 'e'; f[#f + 1] = e end
   redis.call('DEL', ko)
   redis.call('HSET', ko, unpack(f))
-  redis.call('ZADD', k_outs(), int(now + keep), id)
+  redis.call('ZADD', k_outs(), keep and int(now + keep) or '+inf', id)
   if waiter then
     local kw = k_waiter(id)
     redis.call('LPUSH', kw, s)

@@ -86,7 +86,8 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   -- until this dead letter is requeued or deleted, or the partition is resumed. The caller places
   -- the partition, which finds it held.
   local hold = redis.call('HMGET', kt, 'j', 'p')
-  if hold[1] and is_ordered(hold[2]) then
+  -- A partition held already stays held by its first dead letter: the earlier task in its order.
+  if hold[1] and is_ordered(hold[2]) and not redis.call('HGET', k_meta(hold[2]), 'h') then
     meta_set(hold[2], 'h', id)
     redis.call('ZADD', k_halted(), int(now), hold[2])
   end

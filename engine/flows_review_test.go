@@ -1,5 +1,5 @@
-// Tests that show bugs found in review of flows, outcomes, cancellation, events and held
-// partitions. Each fails until its bug is fixed; the comment above each says what it shows.
+// Tests of edge cases of flows, outcomes, cancellation, events and held partitions, each of which
+// once failed: the comment above each says what it holds srq to.
 
 package engine
 
@@ -27,12 +27,10 @@ func (b *bundle) other(t *testing.T, suffix string) *bundle {
 	return &bundle{t: t, ctx: b.ctx, client: b.client, eng: e, server: b.server}
 }
 
-// The ack of a step with many children in another queue must not write a message per child in
-// that one call: the fan-out goes out FANOUT_CHUNK children at a time, and no call's work may grow
-// with the size of a flow (docs/flows.md, "How steps are released"). The continuation of the
-// fan-out is sent to the ack's own slot and applied in the same call while the budget lasts, and
-// the outbox writes of the children do not count against that budget, so the whole fan-out is
-// written by the ack.
+// The ack of a step with many children in another queue does not write a message per child in
+// that one call: every message counts against the call's budget, and once it is spent the fan-out
+// goes on in later calls, so no call's work grows with the size of a flow (docs/flows.md, "How
+// steps are released").
 func TestFlowCrossSlotFanOutIsChunked(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -64,10 +62,9 @@ func TestFlowCrossSlotFanOutIsChunked(t *testing.T) {
 	}
 }
 
-// A step's parent result must be readable when the step runs: a flow keeps its steps' outcomes
-// for Keep after the flow ended (docs/flows.md, "Results"). A step's outcome is kept for Keep
-// after the step ended instead, so a child that runs later than that (a Delay, a slow sibling
-// parent, a failed parent requeued days later) finds its parent's result gone.
+// A step's parent result is readable when the step runs, however long after its parent ended: a
+// flow keeps its steps' outcomes until Keep after the flow ended (docs/flows.md, "Results"), not
+// Keep after each step ended (a Delay, a slow sibling parent, a failed parent requeued days later).
 func TestFlowParentResultOutlivesStepEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -102,9 +99,8 @@ func TestFlowParentResultOutlivesStepEnd(t *testing.T) {
 }
 
 // RecoverFlows reads the publishes that began before the timeout and then undoes each. A
-// publisher that commits in between (slow, not dead) has its flow running: the undo must then
-// leave it alone. It deletes the flow's waiting steps instead, and the running flow never
-// completes.
+// publisher that commits in between (slow, not dead) has its flow running: the undo, which asks
+// the home first, leaves it alone, and the flow completes.
 func TestFlowRecoverRacingCommitKeepsRunningFlow(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -114,7 +110,7 @@ func TestFlowRecoverRacingCommitKeepsRunningFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 60000, p.def, "a", "b", "c"); err != nil {
+	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 60000, p.def, "n1", "a", "b", "c"); err != nil {
 		t.Fatal(err)
 	}
 	for _, base := range p.bases {
@@ -131,7 +127,7 @@ func TestFlowRecoverRacingCommitKeepsRunningFlow(t *testing.T) {
 	rc := b.server.Client(t)
 	var commit any
 	rc.AddHook(commitBefore{fd: b.eng.keys.Base() + "fd:f", commit: func(ctx context.Context) {
-		commit, err = b.eng.run(ctx, scriptFlowPub, "commit", "f", p.bases[0], p.bases[1])
+		commit, err = b.eng.run(ctx, scriptFlowPub, "commit", "f", "n1", p.bases[0], p.bases[1])
 	}})
 	rec, err2 := New(rc, b.eng.cfg)
 	if err2 != nil {
@@ -177,10 +173,10 @@ func (h commitBefore) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// A publish of a flow over several slots whose first call (the claim) lost its reply fails; the
-// caller publishes again to find out, and "a duplicate means it does" exist (PublishFlow). The
-// claim ran, so the second publish reports a duplicate; but no publisher will ever commit that
-// claim: the flow stays "publishing" and RecoverFlows undoes it, so nothing of it ever runs.
+// A publish of a flow over several slots whose first call (the claim) lost its reply fails, and
+// takes its claim back; the caller publishes again to find out, and "a duplicate means it does"
+// exist (PublishFlow): a duplicate then names a flow that runs, never a claim no publisher will
+// commit.
 func TestFlowLostClaimReplyIsNoDuplicate(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartReal(t, "a script on the server's own thread keeps every client waiting")
@@ -247,10 +243,8 @@ func TestFlowLostClaimReplyIsNoDuplicate(t *testing.T) {
 	}
 }
 
-// A relay engine learns whether the queue it delivers to keeps an event stream once, at its
-// first delivery. A queue whose worker announces its stream later (it started after the first
-// relay to it) never gets the events of what other processes' relays do there: the released
-// steps, the flow's completion.
+// A relay writes the events of what it applies to a queue that keeps a stream, also when the
+// queue's worker announced its stream after the relay's first delivery there.
 func TestRelayLearnsEventsAnnouncedLater(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -289,12 +283,9 @@ func TestRelayLearnsEventsAnnouncedLater(t *testing.T) {
 	}
 }
 
-// An ordered partition that holds on a dead letter: a worker leased a run of two and died; both
-// leases expire at their last attempt, so recovery dead-letters both. The first dies first and
-// holds the partition; the second's death then takes the hold over. A requeue of the first, the
-// earlier event, no longer finds it holding: it goes behind the partition's tasks rather than to
-// its own place, and once the second is requeued too (to its own place, the head) the second
-// runs before the first.
+// An ordered partition that holds on a dead letter: a worker leased a run of two at their last
+// attempt and died. Recovery counts the attempt only of the first (the second never started), so
+// only the first dies and holds the partition; requeued, it runs first, then the rest in order.
 func TestHoldByRecoveredRunKeepsOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -323,10 +314,8 @@ func TestHoldByRecoveredRunKeepsOrder(t *testing.T) {
 }
 
 // A first step of a flow whose publish has not committed yet is cancelled (Queue.Cancel of its
-// id). Its note makes the flow's record "failed" at the home, over its "publishing": the commit
-// then fails (ErrFlowAborted), and the publisher's undo, which removes the claim only of a flow
-// still being published, leaves the record, the definition and the entry in flowsp for good. The
-// id can never be published again, and every RecoverFlows round undoes the flow again.
+// id). The flow stays "publishing" until its commit, which then sets its state from its counts
+// (failed, by the cancelled step); nothing of the claim is left behind.
 func TestFlowCancelDuringPublishLeavesNoClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -336,7 +325,7 @@ func TestFlowCancelDuringPublishLeavesNoClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 60000, p.def, "a", "b"); err != nil {
+	if _, err := b.eng.run(b.ctx, scriptFlowPub, "claim", "f", 60000, p.def, "n1", "a", "b"); err != nil {
 		t.Fatal(err)
 	}
 	written := map[string][]string{}
@@ -353,14 +342,14 @@ func TestFlowCancelDuringPublishLeavesNoClaim(t *testing.T) {
 	if res, err := b.eng.Cancel(b.ctx, []string{StepID("f", "a")}, "not wanted"); err != nil || res[0].Err != nil {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
-	res, err := b.eng.run(b.ctx, scriptFlowPub, "commit", "f", p.bases[0], p.bases[1])
+	res, err := b.eng.run(b.ctx, scriptFlowPub, "commit", "f", "n1", p.bases[0], p.bases[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, cerr := p.result(res)
 	aborted := errors.Is(cerr, ErrFlowAborted)
 	if aborted {
-		if err := p.abort(b.ctx, written, true); err != nil { // the publisher's undo
+		if _, err := p.abort(b.ctx, written, "n1"); err != nil { // the publisher's undo
 			t.Fatal(err)
 		}
 	}
