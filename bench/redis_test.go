@@ -22,8 +22,8 @@ import (
 
 // redisCost is a snapshot of the server's counters.
 type redisCost struct {
-	scriptUsec int64               // usec of EVALSHA and EVAL: the scripts, by the server's clock
-	scripts    int64               // EVALSHA and EVAL calls
+	scriptUsec int64               // usec of EVALSHA, EVAL and FCALL: the scripts, by the server's clock
+	scripts    int64               // EVALSHA, EVAL and FCALL calls
 	innerCalls int64               // every other command but INFO: what the scripts ran
 	cpuUsec    int64               // CPU time of the server's main thread, user + sys
 	byCmd      map[string][2]int64 // calls and usec by command name
@@ -43,10 +43,11 @@ func readRedisCost(tb testing.TB, c redis.UniversalClient) redisCost {
 	for cmd, st := range redistest.ParseCommandStats(info) {
 		r.byCmd[cmd] = [2]int64{st.Calls, st.Usec}
 		switch {
-		case cmd == "evalsha" || cmd == "eval":
+		case cmd == "evalsha" || cmd == "eval" || cmd == "evalsha_ro" || cmd == "eval_ro" ||
+			cmd == "fcall" || cmd == "fcall_ro":
 			r.scriptUsec += st.Usec
 			r.scripts += st.Calls
-		case cmd == "info" || strings.HasPrefix(cmd, "script"):
+		case cmd == "info" || strings.HasPrefix(cmd, "script") || strings.HasPrefix(cmd, "function"):
 		default:
 			r.innerCalls += st.Calls
 		}
