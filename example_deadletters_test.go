@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,7 @@ func ExamplePermanent() {
 			return srq.Permanent(errors.New("unknown currency"))
 		}
 		return nil
-	}), srq.WorkerConfig{Logger: quiet}))
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)}))
 	must(w.RunOnce(ctx))
 
 	in := must(inspect.New(client, inspect.Config{}))
@@ -45,6 +46,9 @@ func ExamplePermanent() {
 	must(w.RunOnce(ctx))
 	st := must(in.Stats(ctx, "invoices"))
 	fmt.Println("acked:", st.Acked, "dead:", st.Dead)
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	must(srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}))
 	// Output:
 	// dead: inv-2 - unknown currency
 	// requeued: 1
@@ -73,13 +77,18 @@ func ExampleSnooze() {
 		fmt.Println("attempt", t.Attempt, "sent", t.Value)
 		close(sent)
 		return nil
-	}), srq.WorkerConfig{Logger: quiet}))
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)}))
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error)
 	go func() { ran <- w.Run(runCtx) }()
 	<-sent
 	stop()
 	if err := <-ran; err != nil {
+		panic(err)
+	}
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}); err != nil {
 		panic(err)
 	}
 	// Output:

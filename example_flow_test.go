@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/srqueue/srq"
@@ -56,13 +57,13 @@ func ExamplePublishFlow() {
 		}
 		inv, err := srq.ParentResult[string](ctx, t.Delivery, "invoice")
 		return sent + ", " + inv, err
-	}), srq.WorkerConfig{Logger: quiet})
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
 	nw, err := srq.NewWorker(notices, srq.ResultHandlerFunc[Notice, string](func(ctx context.Context, t *srq.Task[Notice]) (string, error) {
 		return "sent to " + t.Value.To, nil
-	}), srq.WorkerConfig{Logger: quiet})
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -82,12 +83,22 @@ func ExamplePublishFlow() {
 			break
 		}
 	}
-	f, _ := orders.Flow(ctx, res.ID)
+	f, err := orders.Flow(ctx, res.ID)
+	if err != nil {
+		panic(err)
+	}
 	for _, s := range f.Steps {
 		fmt.Println(s.Name, s.State)
 	}
 	summary, err := srq.ResultOf[string](ctx, orders, "order-42/complete")
 	fmt.Println(summary, err)
+
+	// Done with the queues: delete them (Force: this example's workers fetched from them just now).
+	for _, name := range []string{orders.Name(), notices.Name()} {
+		if _, err := srq.DeleteQueue(ctx, client, name, &srq.DeleteQueueOpts{Force: true}); err != nil {
+			panic(err)
+		}
+	}
 	// Output:
 	// charge succeeded
 	// notify succeeded
@@ -108,7 +119,7 @@ func ExamplePublishAndWait() {
 	}
 	w, err := srq.NewWorker(q, srq.ResultHandlerFunc[Order, string](func(ctx context.Context, t *srq.Task[Order]) (string, error) {
 		return fmt.Sprintf("receipt for %s: %d cents", t.Value.ID, t.Value.Cents), nil
-	}), srq.WorkerConfig{Logger: quiet})
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -135,6 +146,11 @@ func ExamplePublishAndWait() {
 	var failed *srq.TaskFailedError
 	_, err = srq.ResultOf[string](ctx, q, later.ID)
 	fmt.Println(errors.As(err, &failed), failed.State)
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}); err != nil {
+		panic(err)
+	}
 	// Output:
 	// receipt for 42: 1999 cents <nil>
 	// true cancelled

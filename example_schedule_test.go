@@ -3,6 +3,7 @@ package srq_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -38,26 +39,28 @@ func ExampleQueue_Schedule() {
 	// Two schedulers, as two replicas would run them.
 	got := make(chan string, 10)
 	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 3) // what each scheduler's and the worker's Run returns
 	for range 2 {
-		s, err := srq.NewScheduler(client, srq.SchedulerConfig{Queues: []string{"reports"}, Logger: quiet})
+		s, err := srq.NewScheduler(client, srq.SchedulerConfig{Queues: []string{"reports"}, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			panic(err)
 		}
-		go func() { _ = s.Run(runCtx) }()
+		go func() { ran <- s.Run(runCtx) }()
 	}
 	w, err := srq.NewWorker(q, srq.HandlerFunc[Report](func(ctx context.Context, t *srq.Task[Report]) error {
 		got <- t.Value.Kind + " " + t.ID[:strings.LastIndexByte(t.ID, '/')]
 		return nil
-	}), srq.WorkerConfig{Logger: quiet})
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
-	ran := make(chan error)
 	go func() { ran <- w.Run(runCtx) }()
 	fmt.Println(<-got)
 	stop()
-	if err := <-ran; err != nil {
-		panic(err)
+	for range 3 {
+		if err := <-ran; err != nil {
+			panic(err)
+		}
 	}
 
 	list, err := q.Schedules(ctx, "", 10)
@@ -66,6 +69,11 @@ func ExampleQueue_Schedule() {
 	}
 	for _, in := range list {
 		fmt.Printf("%s: cron %q every %v paused %v\n", in.Name, in.Cron, in.Every, in.Paused)
+	}
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}); err != nil {
+		panic(err)
 	}
 	// Output:
 	// heartbeat sched/heartbeat

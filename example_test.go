@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -47,7 +48,7 @@ func ExampleWorker() {
 		mu.Unlock()
 		wg.Done()
 		return nil
-	}), srq.WorkerConfig{Concurrency: 8, Logger: quiet})
+	}), srq.WorkerConfig{Concurrency: 8, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -61,6 +62,11 @@ func ExampleWorker() {
 	}
 	fmt.Println("ann:", seen["ann"])
 	fmt.Println("bob:", seen["bob"])
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}); err != nil {
+		panic(err)
+	}
 	// Output:
 	// ann: [1 2 3]
 	// bob: [1 2 3]
@@ -73,12 +79,18 @@ func ExampleRejectWithDelay() {
 	defer done()
 	ctx := context.Background()
 
-	q, _ := srq.NewQueue[string](client, srq.QueueConfig{Name: "jobs"})
-	_, _ = q.Publish(ctx, "flaky", &srq.PublishOpts{ID: "flaky"})
-	_, _ = q.Publish(ctx, "broken", &srq.PublishOpts{ID: "broken"})
+	q, err := srq.NewQueue[string](client, srq.QueueConfig{Name: "jobs"})
+	if err != nil {
+		panic(err)
+	}
+	for _, id := range []string{"flaky", "broken"} {
+		if _, err := q.Publish(ctx, id, &srq.PublishOpts{ID: id}); err != nil {
+			panic(err)
+		}
+	}
 
 	finished := make(chan string, 2)
-	w, _ := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
 		switch {
 		case t.Value == "broken":
 			defer func() { finished <- "broken: dead-lettered" }()
@@ -88,20 +100,35 @@ func ExampleRejectWithDelay() {
 		}
 		finished <- fmt.Sprintf("flaky: done on attempt %d", t.Attempt)
 		return nil
-	}), srq.WorkerConfig{Logger: quiet})
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error)
 	go func() { ran <- w.Run(runCtx) }()
 	results := []string{<-finished, <-finished}
 	stop()
-	<-ran
+	if err := <-ran; err != nil {
+		panic(err)
+	}
 	if results[0] > results[1] {
 		results[0], results[1] = results[1], results[0]
 	}
 	fmt.Println(results[0])
 	fmt.Println(results[1])
-	page, _ := q.DeadLetters(ctx, srq.DeadQuery{Limit: 10})
-	fmt.Println("dead letter:", page.Letters[0].ID, "-", page.Letters[0].Error)
+	page, err := q.DeadLetters(ctx, srq.DeadQuery{Limit: 10})
+	if err != nil {
+		panic(err)
+	}
+	for _, l := range page.Letters {
+		fmt.Println("dead letter:", l.ID, "-", l.Error)
+	}
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}); err != nil {
+		panic(err)
+	}
 	// Output:
 	// broken: dead-lettered
 	// flaky: done on attempt 2
@@ -115,18 +142,35 @@ func ExampleQueue_PublishBatch() {
 	defer done()
 	ctx := context.Background()
 
-	q, _ := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events"})
+	q, err := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events"})
+	if err != nil {
+		panic(err)
+	}
 	batch := []srq.Message[Event]{
 		{Value: Event{"ann", 1}, Opts: srq.PublishOpts{ID: "ann-1", Partition: "ann", Ordered: true}},
 		{Value: Event{"ann", 2}, Opts: srq.PublishOpts{ID: "ann-2", Partition: "ann", Ordered: true, Delay: time.Minute}},
 	}
-	first, _ := q.PublishBatch(ctx, batch)
-	again, _ := q.PublishBatch(ctx, batch) // the reply was lost: publish the same batch again
+	first, err := q.PublishBatch(ctx, batch)
+	if err != nil {
+		panic(err)
+	}
+	again, err := q.PublishBatch(ctx, batch) // the reply was lost: publish the same batch again
+	if err != nil {
+		panic(err)
+	}
 	for i := range batch {
 		fmt.Printf("%s: first duplicate=%v, again duplicate=%v\n", first[i].ID, first[i].Duplicate, again[i].Duplicate)
 	}
-	st, _ := q.Stats(ctx)
+	st, err := q.Stats(ctx)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("pending:", st.Pending)
+
+	// Done with the queue: delete it.
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), nil); err != nil {
+		panic(err)
+	}
 	// Output:
 	// ann-1: first duplicate=false, again duplicate=true
 	// ann-2: first duplicate=false, again duplicate=true
@@ -170,9 +214,17 @@ func ExampleQueueConfig_shards() {
 	fmt.Println(got, "acked:", st.Acked, "shards:", len(q.Shards()))
 
 	// A producer that disagrees about the shard count is refused.
-	q2, _ := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events", Shards: 2})
+	q2, err := srq.NewQueue[Event](client, srq.QueueConfig{Name: "events", Shards: 2})
+	if err != nil {
+		panic(err)
+	}
 	_, err = q2.Publish(ctx, Event{"bob", 1}, nil)
 	fmt.Println(errors.Is(err, srq.ErrShardCount))
+
+	// Done with the queue: delete it (Force: this example's worker fetched from it just now).
+	if _, err := srq.DeleteQueue(ctx, client, q.Name(), &srq.DeleteQueueOpts{Force: true}); err != nil {
+		panic(err)
+	}
 	// Output:
 	// [1 2 3] acked: 3 shards: 4
 	// true

@@ -45,13 +45,18 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, client redis.UniversalClient) error {
+func run(ctx context.Context, client redis.UniversalClient) (err error) {
+	// A name of its own, so that a run on a real Redis does not meet another's queue.
 	q, err := srq.NewQueue[Work](client, srq.QueueConfig{Name: fmt.Sprintf("quickstart-%d", time.Now().UnixNano())})
 	if err != nil {
 		return err
 	}
-	// The example's queue goes when it ends: on a real Redis it would otherwise stay registered.
-	defer srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
+	// The queue goes when the example ends: on a real Redis it would otherwise stay registered.
+	// Force: the example's own worker fetched from it moments ago.
+	defer func() {
+		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
+		err = errors.Join(err, derr)
+	}()
 
 	// Each user's events go to the user's ordered partition; plain jobs to the base partition.
 	var msgs []srq.Message[Work]
@@ -102,27 +107,13 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 		return err
 	}
 	runCtx, stopWorker := context.WithCancel(ctx)
-	defer stopWorker()
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(runCtx) }()
-
-	// Wait until nothing is pending or leased, then stop the worker gracefully.
-	for {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		if st.Pending == 0 && st.InFlight == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	// Wait until nothing is pending or leased, then stop the worker gracefully: Run returns once
+	// its handlers are done and its acks are written.
+	err = waitIdle(ctx, q)
 	stopWorker()
-	if err := <-ran; err != nil {
+	if err := errors.Join(err, <-ran); err != nil {
 		return err
 	}
 
@@ -151,4 +142,22 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	}
 	fmt.Printf("summary: %d published, %d acked, %d dead-lettered\n", st.Published, st.Acked, st.DeadLettered)
 	return nil
+}
+
+// waitIdle returns once q has no task pending or leased, or with ctx's error when ctx ends first.
+func waitIdle(ctx context.Context, q *srq.Queue[Work]) error {
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Pending == 0 && st.InFlight == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

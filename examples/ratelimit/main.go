@@ -72,7 +72,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	client, where, stop, err := devredis.Connect()
@@ -82,12 +82,17 @@ func run() error {
 	defer stop()
 	fmt.Println("redis:", where)
 
+	// A name of its own, so that a run on a real Redis does not meet another's queue.
 	q, err := srq.NewQueue[Call](client, srq.QueueConfig{Name: fmt.Sprintf("ratelimit-%d", time.Now().UnixNano())})
 	if err != nil {
 		return err
 	}
-	// The example's queue goes when it ends: on a real Redis it would otherwise stay registered.
-	defer srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
+	// The queue goes when the example ends: on a real Redis it would otherwise stay registered.
+	// Force: the example's own worker fetched from it moments ago.
+	defer func() {
+		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
+		err = errors.Join(err, derr)
+	}()
 	customers := []string{"acme", "globex", "initech"}
 	var msgs []srq.Message[Call]
 	for seq := 1; seq <= 6; seq++ {
@@ -132,17 +137,17 @@ func run() error {
 	}
 	start := time.Now()
 	runCtx, stopWorker := context.WithCancel(ctx)
-	defer stopWorker()
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(runCtx) }()
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
 	}
 	took := time.Since(start)
+	// Stop the worker gracefully: Run returns once its handlers are done and its acks written.
 	stopWorker()
-	if err := <-ran; err != nil {
+	if err := errors.Join(err, <-ran); err != nil {
 		return err
 	}
 

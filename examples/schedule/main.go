@@ -1,14 +1,16 @@
 // Command schedule shows srq's schedules: a task every second and a nightly report in a time
 // zone, fired by three schedulers at once, as three replicas of a service would, with no leader:
 // each tick is published once, with an id derived from the schedule and the tick. It pauses,
-// resumes and triggers a schedule, then deletes both. It runs on an embedded Redis unless
-// REDIS_URL names a real one, and ends by itself after about five seconds with a summary.
+// resumes and triggers a schedule, then deletes both schedules and the queue. It runs on an
+// embedded Redis unless REDIS_URL names a real one, and ends by itself after about five seconds
+// with a summary.
 //
 //	go run ./examples/schedule
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/devredis"
@@ -42,12 +45,19 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, client redis.UniversalClient) error {
+func run(ctx context.Context, client redis.UniversalClient) (err error) {
+	// A name of its own, so that a run on a real Redis does not meet another's queue.
 	name := fmt.Sprintf("schedule-%d", time.Now().UnixNano())
 	q, err := srq.NewQueue[Job](client, srq.QueueConfig{Name: name})
 	if err != nil {
 		return err
 	}
+	// The queue goes when the example ends, with its schedules and tasks: on a real Redis it would
+	// otherwise stay registered. Force: the example's own worker fetched from it moments ago.
+	defer func() {
+		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+		err = errors.Join(err, derr)
+	}()
 	// Schedule is an upsert: every replica may run it at start; the last one wins, ticks go on.
 	if _, err := q.Schedule(ctx, "heartbeat", Job{Kind: "heartbeat"}, &srq.ScheduleOpts{Every: time.Second}); err != nil {
 		return err
@@ -65,15 +75,19 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	fmt.Println("refused:", err)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The schedulers and the worker run until stopAll; every return waits for them to end.
 	runCtx, stopAll := context.WithCancel(ctx)
-	defer stopAll()
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	defer func() {
+		stopAll()
+		err = errors.Join(err, g.Wait())
+	}()
 	for range 3 {
 		s, err := srq.NewScheduler(client, srq.SchedulerConfig{Queues: []string{name}, Logger: quiet})
 		if err != nil {
 			return err
 		}
-		wg.Go(func() { _ = s.Run(runCtx) })
+		g.Go(func() error { return s.Run(runCtx) })
 	}
 	var mu sync.Mutex
 	runs := map[string]int{}
@@ -86,7 +100,7 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	if err != nil {
 		return err
 	}
-	wg.Go(func() { _ = w.Run(runCtx) })
+	g.Go(func() error { return w.Run(runCtx) })
 
 	sleep := func(d time.Duration) error {
 		select {
@@ -123,7 +137,9 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 		return err
 	}
 	stopAll()
-	wg.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -22,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/devredis"
@@ -55,7 +57,7 @@ func main() {
 
 // run publishes and handles the checkout's tasks and flow, exporting the spans to exporter, and
 // returns them once every handler is done.
-func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.SpanExporter) ([]sdktrace.ReadOnlySpan, error) {
+func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.SpanExporter) (_ []sdktrace.ReadOnlySpan, err error) {
 	recorder := tracetest.NewSpanRecorder() // keeps the spans for the summary
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter), sdktrace.WithSpanProcessor(recorder))
 	otelCfg := middleware.OTelConfig{TracerProvider: tp} // the global propagator, or W3C Trace Context while none is set
@@ -73,7 +75,9 @@ func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.Sp
 	}
 	defer func() {
 		for _, name := range cleanups {
-			_, _ = srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+			// Force: the example's own workers fetched from the queue moments ago.
+			_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+			err = errors.Join(err, derr)
 		}
 	}()
 	orders, err := newQueue("orders")
@@ -110,11 +114,16 @@ func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.Sp
 	if err != nil {
 		return nil, err
 	}
+	// The workers run until stopWorkers; every return waits for them to end, gracefully: Run
+	// returns once its handlers are done and its acks are written.
 	runCtx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	errs := make(chan error, 2)
-	go func() { errs <- orderWorker.Run(runCtx) }()
-	go func() { errs <- emailWorker.Run(runCtx) }()
+	var workers errgroup.Group
+	workers.Go(func() error { return orderWorker.Run(runCtx) })
+	workers.Go(func() error { return emailWorker.Run(runCtx) })
+	defer func() {
+		stopWorkers()
+		err = errors.Join(err, workers.Wait())
+	}()
 
 	request, checkout := tp.Tracer("shop").Start(ctx, "checkout")
 	if _, err := orders.Publish(request, "order 1001", &srq.PublishOpts{Partition: "customer-7", Ordered: true}); err != nil {
@@ -139,10 +148,8 @@ func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.Sp
 		}
 	}
 	stopWorkers()
-	for range 2 {
-		if err := <-errs; err != nil {
-			return nil, err
-		}
+	if err := workers.Wait(); err != nil {
+		return nil, err
 	}
 	if err := tp.Shutdown(ctx); err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/devredis"
@@ -65,7 +66,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, client redis.UniversalClient) error {
+func run(ctx context.Context, client redis.UniversalClient) (err error) {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	otelCfg := middleware.OTelConfig{TracerProvider: tp}
@@ -83,7 +84,9 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	}
 	defer func() {
 		for _, name := range []string{orders.Name(), emails.Name()} {
-			_, _ = srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+			// Force: the example's own workers fetched from the queue moments ago.
+			_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+			err = errors.Join(err, derr)
 		}
 	}()
 
@@ -126,11 +129,16 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 	if err != nil {
 		return err
 	}
+	// The workers run until stopWorkers; every return waits for them to end, gracefully: Run
+	// returns once its handlers are done and its acks are written.
 	runCtx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	ran := make(chan error, 2)
-	go func() { ran <- orderWorker.Run(runCtx) }()
-	go func() { ran <- emailWorker.Run(runCtx) }()
+	var workers errgroup.Group
+	workers.Go(func() error { return orderWorker.Run(runCtx) })
+	workers.Go(func() error { return emailWorker.Run(runCtx) })
+	defer func() {
+		stopWorkers()
+		err = errors.Join(err, workers.Wait())
+	}()
 
 	// The pipeline: charge; then email, invoice and warehouse at once; then complete.
 	order := Order{ID: "1001", Customer: "ann@example.com", Cents: 4250, Items: []string{"kettle", "mug", "mug"}}
@@ -158,10 +166,8 @@ func run(ctx context.Context, client redis.UniversalClient) error {
 		}
 	}
 	stopWorkers()
-	for range 2 {
-		if err := <-ran; err != nil {
-			return err
-		}
+	if err := workers.Wait(); err != nil {
+		return err
 	}
 
 	f, err := orders.Flow(ctx, res.ID)
