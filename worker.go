@@ -58,10 +58,12 @@ type WorkerConfig struct {
 // with their fetches; one per shard of a sharded queue), Concurrency handlers, a lease extender, a
 // recoverer and a batched acker, supervised by an errgroup. The fetchers of a sharded queue share
 // the pool's free slots, taking turns, so every shard is served and an idle one holds no slot.
-// Tasks of one ordered partition fetched together run one after another in one handler. Make one
-// with NewWorker: the zero Worker runs nothing (ErrInvalid).
+// Tasks of one ordered partition fetched together run one after another in one handler. A worker
+// of several queues (NewWorkerOf) has two fetchers that give the turns to the queues by weight, and
+// waits for its idle queues in one blocking call. Make one with NewWorker or NewWorkerOf: the zero
+// Worker runs nothing (ErrInvalid).
 type Worker struct {
-	shards  *shardSet
+	queues  []*shardSet // the queues it serves, each registered before it runs
 	pool    *pool.Pool
 	log     *slog.Logger
 	running atomic.Bool
@@ -73,9 +75,29 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	if !q.made() {
 		return nil, errNotMade
 	}
-	if f, ok := h.(HandlerFunc[T]); h == nil || ok && f == nil {
+	if nilHandler(h) {
 		return nil, fmt.Errorf("%w: nil handler", ErrInvalid)
 	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	src, err := source(q, h, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{queues: []*shardSet{q.shards}, log: cfg.Logger.With("consumer", cfg.ConsumerID), pool: pool.New(poolConfig(cfg, src.Logger), []pool.Source{src})}, nil
+}
+
+// nilHandler says whether h is nil, or a nil HandlerFunc.
+func nilHandler[T any](h Handler[T]) bool {
+	f, ok := h.(HandlerFunc[T])
+	return h == nil || ok && f == nil
+}
+
+// withDefaults returns cfg with its defaults set. It fails with ErrInvalid for an invalid
+// configuration.
+func (cfg WorkerConfig) withDefaults() (WorkerConfig, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
 	cfg.Prefetch = cmp.Or(cfg.Prefetch, cfg.Concurrency)
 	cfg.Prefetch = max(cfg.Prefetch, 0)
@@ -90,21 +112,17 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	cfg.PollWait = cmp.Or(cfg.PollWait, time.Second)
 	switch {
 	case cfg.Concurrency < 1:
-		return nil, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
+		return cfg, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
 	case cfg.Concurrency > engine.MaxFetch || cfg.Prefetch > engine.MaxFetch-cfg.Concurrency: // no overflow
 		// One fetch asks for every free slot: it must stay a fetch the engine accepts.
-		return nil, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
+		return cfg, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
 			ErrInvalid, cfg.Concurrency, cfg.Prefetch, engine.MaxFetch)
 	case cfg.Lease < 30*time.Millisecond:
-		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
+		return cfg, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
 	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
-		return nil, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
+		return cfg, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
 	}
-	src, err := source(q, h, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Worker{shards: q.shards, log: src.Logger, pool: pool.New(poolConfig(cfg, src.Logger), []pool.Source{src})}, nil
+	return cfg, nil
 }
 
 // source returns the pool's view of q served by h: its shards, and a handler over an engine
@@ -192,7 +210,7 @@ func recoverPanic(err *error) {
 }
 
 // made says whether w came from NewWorker; a nil or zero Worker did not, and has no queue to run.
-func (w *Worker) made() bool { return w != nil && w.shards != nil }
+func (w *Worker) made() bool { return w != nil && len(w.queues) > 0 }
 
 func defaultConsumerID() string {
 	host, _ := os.Hostname()
@@ -240,18 +258,31 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	}
 	defer w.running.Store(false)
 
-	if err := w.shards.register(ctx); err != nil {
-		return 0, err
+	for _, q := range w.queues {
+		if err := q.register(ctx); err != nil {
+			return 0, err
+		}
 	}
 	return w.pool.RunOnce(ctx)
 }
 
-// register records the queue's shard count, retrying while Redis is unreachable, until ctx ends.
-// It fails with an error wrapping ErrShardCount, or ctx's error.
+// register records the shard count of each of the worker's queues, retrying while Redis is
+// unreachable, until ctx ends. It fails with an error wrapping ErrShardCount or ErrInvalid, or
+// ctx's error.
 func (w *Worker) register(ctx context.Context) error {
+	for _, q := range w.queues {
+		if err := w.registerQueue(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerQueue records q's shard count, retrying while Redis is unreachable, until ctx ends.
+func (w *Worker) registerQueue(ctx context.Context, q *shardSet) error {
 	backoff := time.Duration(0)
 	for {
-		err := w.shards.register(ctx)
+		err := q.register(ctx)
 		if err == nil || errors.Is(err, ErrShardCount) || errors.Is(err, ErrInvalid) {
 			return err
 		}
@@ -259,7 +290,7 @@ func (w *Worker) register(ctx context.Context) error {
 			return ctx.Err()
 		}
 		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-		w.log.Error("register queue failed; retrying", "err", err, "in", backoff)
+		w.log.Error("register queue failed; retrying", "queue", q.name, "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

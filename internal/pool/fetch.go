@@ -158,9 +158,11 @@ func (p *runner) grabSlots(max int) int {
 }
 
 // acksRide says whether the fetchers take the queued acks along with their fetches: on a queue of
-// one shard. With several, the fetchers of the shards take turns, so a shard's acks would wait
-// for its fetcher's turn: each shard's acker sends them, so a slow node never holds up a fetch.
-func (p *runner) acksRide() bool { return len(p.engines) == 1 }
+// one shard, and in a pool over several queues (runMulti), where a shard's acks ride while the
+// shard is in the turns. With several shards of one queue, the fetchers of the shards take turns,
+// so a shard's acks would wait for its fetcher's turn: each shard's acker sends them, so a slow
+// node never holds up a fetch.
+func (p *runner) acksRide() bool { return p.multi || len(p.engines) == 1 }
 
 // fetch leases up to n tasks from eng, taking the queued acks along in the same call when acks
 // ride (AckFetch, one round trip and one script instead of two).

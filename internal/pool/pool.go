@@ -93,10 +93,13 @@ type Source struct {
 	Handle HandleFunc
 	// Logger receives the logs about the queue's tasks and shards.
 	Logger *slog.Logger
+	// Weight is the queue's share of the fetches of a pool over several queues, against the
+	// others' weights; below 1 counts as 1.
+	Weight int
 }
 
-// Pool runs handlers over the tasks of its sources with a bounded pool of goroutines. Make one
-// with New; a Pool runs one Run or RunOnce at a time (the srq.Worker guards that).
+// Pool runs handlers over the tasks of its sources with one bounded pool of goroutines: the
+// sources share its slots and handlers. Make one with New; a Pool runs one Run or RunOnce at a time (the srq.Worker guards that).
 type Pool struct {
 	cfg     Config
 	sources []*source
@@ -152,6 +155,7 @@ type runner struct {
 	sources   []*source
 	engines   []*engine.Engine             // every shard of every source
 	srcOf     map[*engine.Engine]*source   // the source of each shard
+	multi     bool                         // the fetchers are runMulti's, over several sources
 	slots     chan struct{}                // one per task the worker may hold, fetched or running
 	turn      chan struct{}                // a token per fetch that may be taking slots and fetching at once (1, or 2 on one shard)
 	acks      map[*engine.Engine]*ackQueue // per shard: jobs to ack, sent along with a fetch or batched by ackLoop
@@ -184,7 +188,9 @@ func (p *Pool) newRunner(capacity, turns int, stopping <-chan struct{}, base con
 // Run processes tasks until ctx ends, then shuts down gracefully: it stops fetching, hands back
 // fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
 // rest (cause Config.Shutdown) and hands their tasks back, and flushes its acks. Redis errors are
-// logged and retried, not returned: it returns nil once every goroutine it started has ended.
+// logged and retried, not returned: it returns nil once every goroutine it started has ended. One
+// source is fetched by fetchLoop (two fetchers on one shard, one per shard of several); several
+// sources by runMulti, which shares the fetches between them by weight.
 func (p *Pool) Run(ctx context.Context) error {
 	// Handlers and settlement outlive ctx by up to ShutdownTimeout, so they run on a context
 	// without ctx's cancellation and end on their own signals.
@@ -214,6 +220,10 @@ func (p *Pool) Run(ctx context.Context) error {
 		// is still busy: handlers that find a unit after that hand it back too.
 		defer close(units)
 		defer r.handBackWaiting(units)
+		if len(p.sources) > 1 {
+			r.runMulti(ctx, handlerCtx, units)
+			return nil
+		}
 		var fetchers errgroup.Group
 		for _, eng := range r.engines {
 			shard := &shardFetchers{eng: eng}
