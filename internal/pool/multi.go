@@ -64,6 +64,7 @@ type picker struct {
 	sources []*msource
 	vtime   float64       // the pass of the queue picked last
 	changed chan struct{} // closed, and replaced, when a shard becomes ready or idle
+	takers  int           // fetchers waiting in take for a ready shard, each holding a slot
 }
 
 func (k *picker) notifyLocked() {
@@ -92,11 +93,17 @@ func (k *picker) take(ctx context.Context) *mshard {
 			return sh
 		}
 		ch := k.changed
+		k.takers++
 		k.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-ch:
+		}
+		k.mu.Lock()
+		k.takers--
+		k.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 }
@@ -255,6 +262,9 @@ func (p *runner) waiterRun(ctx context.Context, k *picker, w *waiter) {
 		}
 		now := time.Now()
 		k.mu.Lock()
+		// A fetcher waiting in take fetches the woken shard now; with none, and no slot free,
+		// the wake-up is handed on.
+		handOn := i >= 0 && k.takers == 0 && len(p.slots) == 0
 		if i >= 0 {
 			k.wakeLocked(idle[i])
 		}
@@ -267,7 +277,7 @@ func (p *runner) waiterRun(ctx context.Context, k *picker, w *waiter) {
 			k.wakeLocked(oldest)
 		}
 		k.mu.Unlock()
-		if i >= 0 && len(p.slots) == 0 {
+		if handOn {
 			// Every slot is busy (with other queues' work): hand the wake-up on, so an idle worker
 			// takes this queue's work now.
 			if err := engs[i].Wake(ctx); err != nil && ctx.Err() == nil {
