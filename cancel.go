@@ -51,21 +51,3 @@ func (q *Queue[T]) Cancel(ctx context.Context, id string) error {
 	}
 	return fmt.Errorf("srq: cancel %s: %w", id, ErrNotFound)
 }
-
-// settleCancelled ends j, whose handler was cancelled (cause ErrCancelled) and returned an error
-// (settle acks it on nil), as cancelled. The rest of its unit runs next; if the call fails, they
-// are handed back, as after a failed kill: the task stays leased, marked, and recovery cancels it
-// when its lease expires.
-func (p *pool) settleCancelled(j *job) afterSettle {
-	var errs []error
-	cerr := p.settleCall(context.WithoutCancel(j.ctx), func(ctx context.Context) (err error) {
-		errs, err = j.eng.CancelLeased(ctx, []engine.Receipt{j.d.Receipt()}, "cancelled")
-		return err
-	})
-	p.logSettle("cancel", j, cerr, errs)
-	p.release(j)
-	if cerr != nil || errs[0] != nil {
-		return handBackRest
-	}
-	return runRest
-}

@@ -59,13 +59,6 @@ func (d *Delivery) SetResult(v any) error {
 // Result returns the encoded result SetResult gave the task, nil for none: for middleware.
 func (d *Delivery) Result() []byte { return d.result }
 
-// ackReceipt is the receipt the worker acks d with: its id, token and result.
-func (d *Delivery) ackReceipt() engine.Receipt {
-	r := d.Receipt()
-	r.Result = d.result
-	return r
-}
-
 // ResultHandlerFunc adapts a function that returns a result to a Handler: a nil error acks the
 // task with the result (Delivery.SetResult), which ResultOf, WaitResult and a flow's dependent
 // steps (ParentResult) read. A result that cannot be encoded or is too large dead-letters the

@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/pool"
 	"github.com/srqueue/srq/internal/redistest"
 )
 
-// TestRunSchedulesFiresTheQueue: the loop a Worker runs beside its fetchers fires its queue's
+// TestRunSchedulesFiresTheQueue: the loop a Worker runs beside its fetchers (pool.FireLoop over
+// pool.FireShards) fires its queue's
 // schedules, on every shard, and returns nil when its context ends.
 func TestRunSchedulesFiresTheQueue(t *testing.T) {
 	t.Parallel()
@@ -30,7 +33,10 @@ func TestRunSchedulesFiresTheQueue(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- runSchedules(runCtx, q.shards, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second)
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		done <- pool.FireLoop(runCtx, time.Second, log, func(ctx context.Context) (time.Duration, []engine.FiredTick, error) {
+			return pool.FireShards(ctx, q.name, q.shards.engines, log)
+		})
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range parts {
@@ -50,6 +56,6 @@ func TestRunSchedulesFiresTheQueue(t *testing.T) {
 	}
 	stop()
 	if err := <-done; err != nil {
-		t.Errorf("runSchedules: %v", err)
+		t.Errorf("FireLoop: %v", err)
 	}
 }

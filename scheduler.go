@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/pool"
 )
 
 // SchedulerConfig configures a Scheduler. Zero values mean the documented defaults.
@@ -89,7 +90,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
-	return fireLoop(ctx, s.cfg.PollInterval, s.log, s.fire)
+	return pool.FireLoop(ctx, s.cfg.PollInterval, s.log, s.fire)
 }
 
 // Fire publishes every tick that is due now, once, and returns them: for a process that runs from
@@ -116,7 +117,7 @@ func (s *Scheduler) fire(ctx context.Context) (time.Duration, []engine.FiredTick
 	var fired []engine.FiredTick
 	var errs []error
 	for _, q := range s.engines {
-		w, f, err := fireShards(ctx, q.name, q.engs, s.log)
+		w, f, err := pool.FireShards(ctx, q.name, q.engs, s.log)
 		wait = min(wait, w)
 		fired = append(fired, f...)
 		errs = append(errs, err)
@@ -170,78 +171,4 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 	}
 	s.engines, s.refreshed, s.missing = engines, time.Now(), missing
 	return nil
-}
-
-// fireBatch is how many schedules one FireSchedules call fires.
-const fireBatch = 100
-
-// fireShards fires the due ticks of queue's shards and returns how long until the next known tick
-// (an hour when none is known).
-func fireShards(ctx context.Context, queue string, engs []*engine.Engine, log *slog.Logger) (time.Duration, []engine.FiredTick, error) {
-	wait := time.Hour
-	var fired []engine.FiredTick
-	var errs []error
-	for _, e := range engs {
-		for {
-			res, err := e.FireSchedules(ctx, fireBatch)
-			reportTicks(log, queue, res)
-			fired = append(fired, res.Fired...)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if res.Wait >= 0 {
-				wait = min(wait, res.Wait)
-			}
-			if !res.More || ctx.Err() != nil {
-				break
-			}
-		}
-	}
-	return wait, fired, errors.Join(errs...)
-}
-
-// reportTicks reports what one firing did: each tick published, each schedule's missed ticks.
-// This is where a fired tick is reported; a per-queue event stream hooks in here.
-func reportTicks(log *slog.Logger, queue string, res engine.FireResult) {
-	for _, f := range res.Fired {
-		log.Debug("srq: schedule fired", "queue", queue, "schedule", f.Schedule, "tick", f.Tick, "id", f.ID, "flow", f.Flow)
-	}
-	for _, m := range res.Missed {
-		log.Warn("srq: schedule missed ticks", "queue", queue, "schedule", m.Schedule, "missed", m.Count)
-	}
-}
-
-// fireLoop runs pass until ctx ends, sleeping between passes for as long as the pass says, at most
-// poll; after an error, which it logs to log, poll.
-func fireLoop(ctx context.Context, poll time.Duration, log *slog.Logger,
-	pass func(context.Context) (time.Duration, []engine.FiredTick, error)) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		wait, _, err := pass(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			log.Error("srq: fire schedules", "err", err)
-			wait = poll
-		}
-		// A millisecond past the due time, so the server's clock has reached it too.
-		t.Reset(min(wait, poll) + time.Millisecond)
-	}
-}
-
-// runSchedules fires the schedules of one queue (shards) until ctx ends: what a Worker runs beside
-// its fetchers, so every worker process fires its queue's schedules with no Scheduler to run.
-// Worker.Run starts it with its other loops; errors are logged to log and never end it: it returns
-// nil when ctx ends.
-func runSchedules(ctx context.Context, shards *shardSet, log *slog.Logger, poll time.Duration) error {
-	return fireLoop(ctx, poll, log, func(ctx context.Context) (time.Duration, []engine.FiredTick, error) {
-		return fireShards(ctx, shards.name, shards.engines, log)
-	})
 }

@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sync"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/pool"
 )
 
 // WorkerConfig configures a Worker. Zero values mean the documented defaults.
@@ -60,22 +58,15 @@ type WorkerConfig struct {
 // with their fetches; one per shard of a sharded queue), Concurrency handlers, a lease extender, a
 // recoverer and a batched acker, supervised by an errgroup. The fetchers of a sharded queue share
 // the pool's free slots, taking turns, so every shard is served and an idle one holds no slot.
-// Tasks of one ordered partition fetched together run one after another in one handler. Make one
-// with NewWorker: the zero Worker runs nothing (ErrInvalid).
+// Tasks of one ordered partition fetched together run one after another in one handler. A worker
+// of several queues (NewWorkerOf) has two fetchers that give the turns to the queues by weight, and
+// waits for its idle queues in one blocking call. Make one with NewWorker or NewWorkerOf: the zero
+// Worker runs nothing (ErrInvalid).
 type Worker struct {
-	shards   *shardSet
-	queue    string
-	codec    codec.Codec // the queue's: results are encoded with it
-	work     WorkFunc
-	cfg      WorkerConfig
-	log      *slog.Logger
-	consumer string
-	running  atomic.Bool
-
-	mu sync.Mutex
-	// jobs holds every fetched task not yet settled. Keyed by the job, not the task id: one id can
-	// be held twice, in two shards, or again after its lease was lost while its old handler still runs.
-	jobs map[*job]struct{}
+	queues  []*shardSet // the queues it serves, each registered before it runs
+	pool    *pool.Pool
+	log     *slog.Logger
+	running atomic.Bool
 }
 
 // NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil or
@@ -84,9 +75,29 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	if !q.made() {
 		return nil, errNotMade
 	}
-	if f, ok := h.(HandlerFunc[T]); h == nil || ok && f == nil {
+	if nilHandler(h) {
 		return nil, fmt.Errorf("%w: nil handler", ErrInvalid)
 	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	src, err := source(q, h, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{queues: []*shardSet{q.shards}, log: cfg.Logger.With("consumer", cfg.ConsumerID), pool: pool.New(poolConfig(cfg, src.Logger), []pool.Source{src})}, nil
+}
+
+// nilHandler says whether h is nil, or a nil HandlerFunc.
+func nilHandler[T any](h Handler[T]) bool {
+	f, ok := h.(HandlerFunc[T])
+	return h == nil || ok && f == nil
+}
+
+// withDefaults returns cfg with its defaults set. It fails with ErrInvalid for an invalid
+// configuration.
+func (cfg WorkerConfig) withDefaults() (WorkerConfig, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
 	cfg.Prefetch = cmp.Or(cfg.Prefetch, cfg.Concurrency)
 	cfg.Prefetch = max(cfg.Prefetch, 0)
@@ -101,19 +112,26 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	cfg.PollWait = cmp.Or(cfg.PollWait, time.Second)
 	switch {
 	case cfg.Concurrency < 1:
-		return nil, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
+		return cfg, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
 	case cfg.Concurrency > engine.MaxFetch || cfg.Prefetch > engine.MaxFetch-cfg.Concurrency: // no overflow
 		// One fetch asks for every free slot: it must stay a fetch the engine accepts.
-		return nil, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
+		return cfg, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
 			ErrInvalid, cfg.Concurrency, cfg.Prefetch, engine.MaxFetch)
 	case cfg.Lease < 30*time.Millisecond:
-		return nil, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
+		return cfg, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
 	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
-		return nil, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
+		return cfg, fmt.Errorf("%w: negative RecoverInterval or PollWait", ErrInvalid)
 	}
+	return cfg, nil
+}
+
+// source returns the pool's view of q served by h: its shards, and a handler over an engine
+// delivery that decodes the payload and runs h inside cfg's middleware. It fails with ErrInvalid
+// for a nil middleware, or one that returns a nil WorkFunc.
+func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (pool.Source, error) {
 	codec := q.codec
-	// The handler's panics are recovered here, innermost, so middleware sees them as errors; the
-	// pool recovers again around the middleware.
+	// The handler's panics are recovered here, innermost, so middleware sees them as errors; they
+	// are recovered again around the middleware.
 	work := WorkFunc(func(ctx context.Context, d *Delivery) (err error) {
 		defer recoverPanic(&err)
 		var v T
@@ -124,18 +142,75 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	})
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
 		if cfg.Middleware[i] == nil {
-			return nil, fmt.Errorf("%w: Middleware %d is nil", ErrInvalid, i)
+			return pool.Source{}, fmt.Errorf("%w: Middleware %d is nil", ErrInvalid, i)
 		}
 		if work = cfg.Middleware[i](work); work == nil {
-			return nil, fmt.Errorf("%w: Middleware %d returned a nil WorkFunc", ErrInvalid, i)
+			return pool.Source{}, fmt.Errorf("%w: Middleware %d returned a nil WorkFunc", ErrInvalid, i)
 		}
 	}
-	return &Worker{shards: q.shards, queue: q.name, codec: q.codec, work: work, cfg: cfg, consumer: cfg.ConsumerID,
-		log: cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID), jobs: map[*job]struct{}{}}, nil
+	name := q.name
+	handle := func(ctx context.Context, ed *engine.Delivery, eng *engine.Engine) (result []byte, err error) {
+		d := &Delivery{Delivery: *ed, Queue: name, codec: codec, maxResult: eng.Config().MaxResultBytes, eng: eng}
+		defer recoverPanic(&err)
+		err = work(ctx, d)
+		return d.result, err
+	}
+	return pool.Source{Name: name, Engines: q.shards.engines, Handle: handle,
+		Logger: cfg.Logger.With("queue", name, "consumer", cfg.ConsumerID)}, nil
+}
+
+// poolConfig returns the pool's configuration for cfg, whose defaults are set; log receives the
+// logs that concern no one queue.
+func poolConfig(cfg WorkerConfig, log *slog.Logger) pool.Config {
+	return pool.Config{
+		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Lease: cfg.Lease, ShutdownTimeout: cfg.ShutdownTimeout,
+		RecoverInterval: cfg.RecoverInterval, PollWait: cfg.PollWait, Consumer: cfg.ConsumerID, Logger: log,
+		Classify: classify, RetryDelay: cfg.Retry, LeaseLost: ErrLeaseLost, Shutdown: ErrShutdown,
+	}
+}
+
+// classify reads a handler's error for the pool: Permanent, Reject (RejectWithDelay, Snooze…) or
+// an ordinary failure to retry, and a panic's value and stack to log.
+func classify(err error) pool.Verdict {
+	var (
+		v    pool.Verdict
+		rej  *RejectError
+		perm *PermanentError
+		pan  *PanicError
+	)
+	if errors.As(err, &pan) {
+		v.Panic, v.Stack = pan.Value, pan.Stack
+	}
+	switch {
+	case errors.As(err, &perm):
+		// The dead letter keeps the handler's reason, as PermanentError says, not the wrapper's
+		// words: Permanent(errors.New("permanent failure")) would read twice so.
+		v.Kind, v.Reason = pool.Permanent, "permanent failure"
+		if perm.Err != nil {
+			v.Reason = perm.Err.Error()
+		}
+	case errors.As(err, &rej):
+		// The reason kept is the handler's own error; a plain snooze is no failure, so the
+		// last error stays as it was.
+		v.Kind, v.Delay, v.NotAttempt = pool.Reject, rej.Delay, rej.NotAttempt
+		if rej.Err != nil {
+			v.Reason = rej.Err.Error()
+		}
+	default:
+		v.Kind = pool.Retry
+	}
+	return v
+}
+
+// recoverPanic, deferred, turns a panic into a *PanicError with the stack, stored in *err.
+func recoverPanic(err *error) {
+	if v := recover(); v != nil {
+		*err = &PanicError{Value: v, Stack: debug.Stack()}
+	}
 }
 
 // made says whether w came from NewWorker; a nil or zero Worker did not, and has no queue to run.
-func (w *Worker) made() bool { return w != nil && w.shards != nil }
+func (w *Worker) made() bool { return w != nil && len(w.queues) > 0 }
 
 func defaultConsumerID() string {
 	host, _ := os.Hostname()
@@ -165,86 +240,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 
-	// Handlers and settlement outlive ctx by up to ShutdownTimeout, so they run on a context
-	// without ctx's cancellation and end on their own signals.
-	base := context.WithoutCancel(ctx)
-	handlerCtx, stopHandlers := context.WithCancelCause(base)
-	defer stopHandlers(nil)
-	loopCtx, stopLoops := context.WithCancel(base)
-	defer stopLoops()
-
-	capacity := w.cfg.Concurrency + w.cfg.Prefetch
-	slots := make(chan struct{}, capacity)
-	for i := 0; i < capacity; i++ {
-		slots <- struct{}{}
-	}
-	units := make(chan []*job, capacity)
-	handlersDone := make(chan struct{})
-	// One shard gets two fetchers, so one fetch is under way while the other's tasks are handed out
-	// (fetchLoop); the fetchers of several shards take turns, one fetching at a time.
-	fetchersPerShard := 1
-	if len(w.shards.engines) == 1 {
-		fetchersPerShard = 2
-	}
-	p := &pool{w: w, slots: slots, turn: make(chan struct{}, fetchersPerShard), acks: newAckQueues(w.shards.engines), stopping: ctx.Done(), base: base}
-
-	var handlers errgroup.Group
-	handlers.Go(func() error {
-		// Tasks fetched but not started go back at once when ctx ends, even while every handler
-		// is still busy: handlers that find a unit after that hand it back too.
-		defer close(units)
-		defer p.handBackWaiting(units)
-		var fetchers errgroup.Group
-		for _, eng := range w.shards.engines {
-			shard := &shardFetchers{eng: eng}
-			for range fetchersPerShard {
-				fetchers.Go(func() error { return p.fetchLoop(ctx, handlerCtx, units, shard) })
-			}
-		}
-		return fetchers.Wait()
-	})
-	for i := 0; i < w.cfg.Concurrency; i++ {
-		handlers.Go(func() error { return p.handleLoop(units) })
-	}
-
-	var loops errgroup.Group
-	loops.Go(p.ackLoop)
-	loops.Go(func() error { return p.extendLoop(loopCtx) })
-	loops.Go(func() error { return p.recoverLoop(loopCtx) })
-	loops.Go(func() error { return p.relayLoop(loopCtx) })
-	loops.Go(func() error { return runSchedules(loopCtx, w.shards, w.log, w.cfg.PollWait) })
-	loops.Go(func() error {
-		select {
-		case <-handlersDone:
-			return nil
-		case <-ctx.Done():
-		}
-		t := time.NewTimer(max(w.cfg.ShutdownTimeout, 0))
-		defer t.Stop()
-		select {
-		case <-handlersDone:
-		case <-t.C:
-			// Handlers that returned may still be settling their tasks (a reject, a hand-back),
-			// which takes long only when Redis does: say which of the two holds shutdown up.
-			if n := p.inHandler.Load(); n > 0 {
-				w.log.Warn("shutdown timeout: cancelling running handlers", "timeout", w.cfg.ShutdownTimeout, "running", n)
-			} else {
-				w.log.Warn("shutdown timeout: no handler running; waiting for Redis to settle their tasks",
-					"timeout", w.cfg.ShutdownTimeout)
-			}
-			stopHandlers(ErrShutdown)
-		}
-		return nil
-	})
-
-	err := handlers.Wait()
-	close(handlersDone)
-	p.stop()      // the extender stops next: acks failing from now on are retried only briefly
-	p.closeAcks() // every handler has ended: no more acks come
-	stopLoops()
-	err = errors.Join(err, loops.Wait())
-	p.relayLast()
-	return err
+	return w.pool.Run(ctx)
 }
 
 // RunOnce runs the tasks that are ready now, at most Concurrency+Prefetch of them, with up to
@@ -262,93 +258,31 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	}
 	defer w.running.Store(false)
 
-	if err := w.shards.register(ctx); err != nil {
-		return 0, err
-	}
-	capacity := w.cfg.Concurrency + w.cfg.Prefetch
-	ds, engs, fetchErr := w.fetchShards(ctx, capacity)
-	if fetchErr != nil && len(ds) == 0 {
-		return 0, fetchErr
-	}
-	base := context.WithoutCancel(ctx)
-	loopCtx, stopLoops := context.WithCancel(base)
-	defer stopLoops()
-	// Handlers end when ctx does, with cause ErrShutdown, so their tasks go back unspent.
-	handlerCtx, stopHandlers := context.WithCancelCause(base)
-	defer stopHandlers(nil)
-	stopAfter := context.AfterFunc(ctx, func() { stopHandlers(ErrShutdown) })
-	defer stopAfter()
-	p := &pool{w: w, slots: make(chan struct{}, capacity), turn: make(chan struct{}, 1), acks: newAckQueues(w.shards.engines),
-		stopping: ctx.Done(), base: base}
-	units := make(chan []*job, capacity)
-	for _, u := range p.group(ds, engs, handlerCtx) {
-		units <- u
-	}
-	close(units)
-
-	var loops errgroup.Group
-	loops.Go(p.ackLoop)
-	loops.Go(func() error { return p.extendLoop(loopCtx) })
-	var handlers errgroup.Group
-	for i := 0; i < w.cfg.Concurrency; i++ {
-		handlers.Go(func() error { return p.handleLoop(units) })
-	}
-	// When ctx ends, the units no handler has taken go back in one call per shard, as in Run,
-	// rather than one call per unit from the handlers.
-	handlersDone := make(chan struct{})
-	handBacks := make(chan struct{})
-	go func() {
-		defer close(handBacks)
-		select {
-		case <-ctx.Done():
-			p.handBackWaiting(units)
-		case <-handlersDone:
+	for _, q := range w.queues {
+		if err := q.register(ctx); err != nil {
+			return 0, err
 		}
-	}()
-	err := handlers.Wait()
-	close(handlersDone)
-	<-handBacks
-	p.stop()
-	p.closeAcks()
-	stopLoops()
-	err = errors.Join(fetchErr, err, loops.Wait())
-	p.relayLast()
-	return len(ds), err
+	}
+	return w.pool.RunOnce(ctx)
 }
 
-// fetchShards fetches up to n ready tasks from the shards, starting at a random one so that no
-// shard is always served first, and returns each task's shard engine with it. With tasks fetched
-// already, a later shard's error is returned along with them.
-func (w *Worker) fetchShards(ctx context.Context, n int) ([]engine.Delivery, []*engine.Engine, error) {
-	var (
-		ds   []engine.Delivery
-		engs []*engine.Engine
-	)
-	all := w.shards.engines
-	start := rand.IntN(len(all))
-	for k := range all {
-		if len(ds) >= n {
-			break
-		}
-		eng := all[(start+k)%len(all)]
-		got, err := eng.Fetch(ctx, w.consumer, n-len(ds), w.cfg.Lease)
-		if err != nil {
-			return ds, engs, err
-		}
-		ds = append(ds, got...)
-		for range got {
-			engs = append(engs, eng)
-		}
-	}
-	return ds, engs, nil
-}
-
-// register records the queue's shard count, retrying while Redis is unreachable, until ctx ends.
-// It fails with an error wrapping ErrShardCount, or ctx's error.
+// register records the shard count of each of the worker's queues, retrying while Redis is
+// unreachable, until ctx ends. It fails with an error wrapping ErrShardCount or ErrInvalid, or
+// ctx's error.
 func (w *Worker) register(ctx context.Context) error {
+	for _, q := range w.queues {
+		if err := w.registerQueue(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerQueue records q's shard count, retrying while Redis is unreachable, until ctx ends.
+func (w *Worker) registerQueue(ctx context.Context, q *shardSet) error {
 	backoff := time.Duration(0)
 	for {
-		err := w.shards.register(ctx)
+		err := q.register(ctx)
 		if err == nil || errors.Is(err, ErrShardCount) || errors.Is(err, ErrInvalid) {
 			return err
 		}
@@ -356,7 +290,7 @@ func (w *Worker) register(ctx context.Context) error {
 			return ctx.Err()
 		}
 		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-		w.log.Error("register queue failed; retrying", "err", err, "in", backoff)
+		w.log.Error("register queue failed; retrying", "queue", q.name, "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

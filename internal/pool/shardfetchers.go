@@ -1,4 +1,4 @@
-package srq
+package pool
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // connection while idle, not two, and both fetch again once work comes.
 //
 // A fetch that begins while another is under way is told so (begin), and waits until it holds
-// half of all slots, or the other returns (pool.fetchFree): two calls in flight keep Redis busy,
+// half of all slots, or the other returns (runner.fetchFree): two calls in flight keep Redis busy,
 // and the second one waiting for half the slots keeps them large, where taking whatever was free
 // at once made them small (docs/benchmarks.md, section 3.7).
 type shardFetchers struct {

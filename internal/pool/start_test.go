@@ -1,7 +1,8 @@
-package srq
+package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/internal/redistest"
+	"github.com/srqueue/srq/partition"
 )
 
 // TestMayStart: a handler starts only while more than a third of its lease is left by the deadline
@@ -27,12 +29,13 @@ func TestMayStart(t *testing.T) {
 		{name: "two thirds left, as before an extension", left: 2 * lease / 3, want: true},
 		{name: "within the margin", left: lease/3 - time.Millisecond, want: false},
 		{name: "past the deadline (a stall)", left: -lease / 2, want: false},
-		{name: "lease refused", left: lease, cause: ErrLeaseLost, want: false},
-		{name: "shut down: not this check's business", left: lease, cause: ErrShutdown, want: true},
+		{name: "lease refused", left: lease, cause: errLeaseLost, want: false},
+		{name: "shut down: not this check's business", left: lease, cause: errShutdown, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := &pool{w: &Worker{cfg: WorkerConfig{Lease: lease}}}
+			cfg := testConfig(lease)
+			p := &runner{cfg: &cfg}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			if tc.cause != nil {
@@ -64,36 +67,32 @@ func TestStaleUnitHandedBack(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			q, err := NewQueue[int](redistest.Client(t), QueueConfig{Name: redistest.Queue(t)})
+			eng, err := engine.New(redistest.Client(t), engine.Config{Queue: redistest.Queue(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := q.Engine()
 			for _, id := range []string{"a", "b", "c"} {
-				if _, err := q.Publish(ctx, 1, &PublishOpts{ID: id, Partition: "p", Ordered: true}); err != nil {
+				if _, err := eng.Publish(ctx, []engine.Message{{ID: id, Partition: partition.Ordered("p")}}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			const lease = time.Minute // the timers stay far off: only the known deadline decides
 			var unit []*job
 			var ran []string
-			h := HandlerFunc[int](func(_ context.Context, task *Task[int]) error {
-				ran = append(ran, task.ID)
+			handle := func(_ context.Context, d *engine.Delivery, _ *engine.Engine) ([]byte, error) {
+				ran = append(ran, d.ID)
 				if len(ran) == tc.stale {
 					stall(unit[tc.stale], lease) // the worker stalls while this handler runs
 				}
-				return nil
-			})
-			w, err := NewWorker(q, h, WorkerConfig{Lease: lease, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
+				return nil, nil
 			}
-			ds, err := eng.Fetch(ctx, w.consumer, 3, lease)
+			cfg := testConfig(lease)
+			p := New(cfg, []Source{{Name: "q", Engines: []*engine.Engine{eng}, Handle: handle, Logger: cfg.Logger}}).
+				newRunner(3, 1, make(chan struct{}), ctx)
+			ds, err := eng.Fetch(ctx, cfg.Consumer, 3, lease)
 			if err != nil || len(ds) != 3 {
 				t.Fatalf("fetch: %d tasks, %v", len(ds), err)
 			}
-			p := &pool{w: w, slots: make(chan struct{}, 3), acks: newAckQueues(w.shards.engines),
-				stopping: make(chan struct{}), base: ctx}
 			units := p.group(ds, []*engine.Engine{eng, eng, eng}, ctx)
 			if len(units) != 1 || len(units[0]) != 3 {
 				t.Fatalf("units %v", units)
@@ -109,7 +108,7 @@ func TestStaleUnitHandedBack(t *testing.T) {
 			if fmt.Sprint(ran) != fmt.Sprint(tc.ran) {
 				t.Errorf("ran %v, want %v", ran, tc.ran)
 			}
-			if n := len(w.jobs); n != 0 || len(p.slots) != 3 {
+			if n := len(p.jobs); n != 0 || len(p.slots) != 3 {
 				t.Errorf("%d jobs held, %d of 3 slots free", n, len(p.slots))
 			}
 			// The rest of the partition is pending again, in order, on its first attempt.
@@ -135,4 +134,21 @@ func TestStaleUnitHandedBack(t *testing.T) {
 // and leaves its timer alone.
 func stall(j *job, lease time.Duration) {
 	j.deadline = time.Now().Add(-lease)
+}
+
+// Causes the tests' handler contexts end with, as the srq package's ErrLeaseLost and ErrShutdown.
+var (
+	errLeaseLost = errors.New("test: lease lost")
+	errShutdown  = errors.New("test: shut down")
+)
+
+// testConfig returns a pool configuration for tests with the given lease, logging nowhere.
+func testConfig(lease time.Duration) Config {
+	return Config{
+		Concurrency: 1, Prefetch: 2, Lease: lease, ShutdownTimeout: time.Second, RecoverInterval: lease / 2,
+		PollWait: time.Second, Consumer: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Classify:   func(error) Verdict { return Verdict{Kind: Retry} },
+		RetryDelay: func(int, error) time.Duration { return 0 },
+		LeaseLost:  errLeaseLost, Shutdown: errShutdown,
+	}
 }

@@ -1,4 +1,4 @@
-package srq
+package pool
 
 import (
 	"errors"
@@ -61,7 +61,8 @@ func TestMayRetry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := &pool{w: &Worker{cfg: WorkerConfig{Lease: lease}}}
+			cfg := testConfig(lease)
+			p := &runner{cfg: &cfg}
 			now := time.Now() // here: a parallel subtest may start long after its parent
 			if tc.stopped > 0 {
 				p.stopAt.Store(now.Add(-tc.stopped).UnixNano())

@@ -1,4 +1,4 @@
-package srq
+package pool
 
 import (
 	"context"
@@ -14,13 +14,12 @@ const flowPublishTimeout = 5 * time.Minute
 // relayLoop relays each shard's flow outbox (engine.Relay): at once when a call of this worker
 // wrote to it, and every RecoverInterval for what other processes and operators left there. On
 // that tick it also undoes flow publishes whose publisher died. It ends when ctx does.
-func (p *pool) relayLoop(ctx context.Context) error {
+func (p *runner) relayLoop(ctx context.Context) error {
 	return p.perShard(func(eng *engine.Engine) { p.relayShard(ctx, eng) })
 }
 
-func (p *pool) relayShard(ctx context.Context, eng *engine.Engine) {
-	w := p.w
-	t := time.NewTicker(w.cfg.RecoverInterval)
+func (p *runner) relayShard(ctx context.Context, eng *engine.Engine) {
+	t := time.NewTicker(p.cfg.RecoverInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -29,9 +28,9 @@ func (p *pool) relayShard(ctx context.Context, eng *engine.Engine) {
 		case <-eng.RelayDue():
 		case <-t.C:
 			if n, err := eng.RecoverFlows(ctx, flowPublishTimeout); err != nil && ctx.Err() == nil {
-				w.log.Error("undoing unfinished flow publishes failed", "queue", eng.Config().Queue, "err", err)
+				p.log(eng).Error("undoing unfinished flow publishes failed", "queue", eng.Config().Queue, "err", err)
 			} else if n > 0 {
-				w.log.Warn("undid flow publishes whose publisher died", "queue", eng.Config().Queue, "flows", n)
+				p.log(eng).Warn("undid flow publishes whose publisher died", "queue", eng.Config().Queue, "flows", n)
 			}
 		}
 		p.relay(ctx, eng)
@@ -39,14 +38,14 @@ func (p *pool) relayShard(ctx context.Context, eng *engine.Engine) {
 }
 
 // relay relays eng's outbox once, logging a failure: the messages stay for the next round.
-func (p *pool) relay(ctx context.Context, eng *engine.Engine) {
+func (p *runner) relay(ctx context.Context, eng *engine.Engine) {
 	if _, err := eng.Relay(ctx); err != nil && ctx.Err() == nil {
-		p.w.log.Error("flow relay failed; retried on the next round", "queue", eng.Config().Queue, "err", err)
+		p.log(eng).Error("flow relay failed; retried on the next round", "queue", eng.Config().Queue, "err", err)
 	}
 }
 
 // relayLast relays what the last acks of a Run wrote to the outboxes, once its loops have ended.
-func (p *pool) relayLast() {
+func (p *runner) relayLast() {
 	ctx, cancel := p.settleCtx(p.base)
 	defer cancel()
 	_ = p.perShard(func(eng *engine.Engine) {

@@ -1,8 +1,11 @@
-package srq
+package pool
 
 import (
+	"context"
 	"slices"
 	"sync"
+
+	"github.com/srqueue/srq/engine"
 )
 
 // ackQueue holds the jobs whose handlers succeeded until a call acks them. On a queue of one
@@ -12,7 +15,7 @@ import (
 // and an idle one (its fetchers waiting in Redis for work) still acks at once.
 //
 // A fetcher that rides (ride(true)) promises to take the queue along with its next fetch. It keeps
-// that promise because a job is queued before its slot is freed (pool.settle): a fetcher that grabs
+// that promise because a job is queued before its slot is freed (runner.settle): a fetcher that grabs
 // the slot takes the ack after it, and a slot not grabbed yet wakes a fetcher later.
 type ackQueue struct {
 	mu      sync.Mutex
@@ -119,5 +122,69 @@ func (q *ackQueue) notify() {
 	select {
 	case q.signal <- struct{}{}:
 	default:
+	}
+}
+
+// maxAckBatch is the most acks sent in one call.
+const maxAckBatch = 256
+
+// closeAcks closes every shard's ack queue: every handler has ended, no more acks come.
+func (p *runner) closeAcks() {
+	for _, q := range p.acks {
+		q.close()
+	}
+}
+
+// ackLoop acks the jobs no fetch takes along, whatever is queued (up to maxAckBatch) in one call,
+// with an acker for each shard: the shards live on different nodes of a cluster, and a node that
+// does not answer, whose acks are sent again for up to a Lease, must not hold up the others' acks
+// (nor so the ordered partitions those acks release). They end when their queues are closed and
+// drained.
+func (p *runner) ackLoop() error {
+	return p.perShard(func(eng *engine.Engine) {
+		for {
+			batch, ok := p.acks[eng].next(maxAckBatch)
+			if !ok {
+				return
+			}
+			p.ack(eng, batch)
+		}
+	})
+}
+
+// ack acks jobs of one shard in one call, sent again while it fails in a way that may pass
+// (settleCall: the tasks are still held and their leases extended, so an ack that lands later is
+// as good), and releases them. An ack given up on means the task runs again after its lease
+// expires, and with QueueConfig.CrashIsNotAttempt false that uses an attempt, dead-lettering a
+// task on its last one though its handler succeeded. An ack that landed although its reply was
+// lost is refused the second time, which is harmless.
+func (p *runner) ack(eng *engine.Engine, js []*job) {
+	var errs []error
+	err := p.settleCall(p.base, func(ctx context.Context) (err error) {
+		errs, err = eng.Ack(ctx, receipts(js))
+		return err
+	})
+	p.acked(js, errs, err)
+}
+
+// receipts returns the receipts of js.
+func receipts(js []*job) []engine.Receipt {
+	rs := make([]engine.Receipt, len(js))
+	for i, j := range js {
+		rs[i] = j.ackReceipt()
+	}
+	return rs
+}
+
+// acked logs what an ack of js answered (errs, one per job, or err for the call) and releases them.
+func (p *runner) acked(js []*job, errs []error, err error) {
+	if err != nil {
+		p.log(js[0].eng).Error("ack failed; the tasks return when their leases expire", "tasks", len(js), "err", err)
+	}
+	for i, j := range js {
+		if err == nil && errs[i] != nil {
+			j.src.log.Info("ack refused: the lease was lost", "task", j.d.ID, "err", errs[i])
+		}
+		p.release(j)
 	}
 }

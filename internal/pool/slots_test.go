@@ -1,4 +1,4 @@
-package srq
+package pool
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestWaitSlots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := &pool{slots: make(chan struct{}, 8)}
+			p := &runner{slots: make(chan struct{}, 8)}
 			for range tc.free {
 				p.slots <- struct{}{}
 			}

@@ -1,4 +1,4 @@
-package srq
+package pool
 
 import (
 	"context"

@@ -1,0 +1,459 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/redistest"
+	"github.com/srqueue/srq/lua"
+)
+
+// publishN publishes n values of q made by v, in batches.
+func publishN[T any](t *testing.T, ctx context.Context, q *srq.Queue[T], n int, v func(i int) T, opts srq.PublishOpts) {
+	t.Helper()
+	for i := 0; i < n; i += 500 {
+		var msgs []srq.Message[T]
+		for j := i; j < min(n, i+500); j++ {
+			msgs = append(msgs, srq.Message[T]{Value: v(j), Opts: opts})
+		}
+		if _, err := q.PublishBatch(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type invoice struct{ N int }
+
+// TestMultiQueueWeights: a worker over three queues of different payload types with weights
+// 3:2:1, every queue with a backlog, runs their tasks in those shares, within ±10 % of each.
+func TestMultiQueueWeights(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := redistest.Client(t)
+	mk := func(suffix string) srq.QueueConfig { return srq.QueueConfig{Name: redistest.Queue(t) + suffix} }
+	qa, err := srq.NewQueue[int](c, mk("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := srq.NewQueue[string](c, mk("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc, err := srq.NewQueue[invoice](c, mk("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog, total = 3000, 2400
+	publishN(t, ctx, qa, backlog, func(i int) int { return i }, srq.PublishOpts{})
+	publishN(t, ctx, qb, backlog, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
+	publishN(t, ctx, qc, backlog, func(i int) invoice { return invoice{i} }, srq.PublishOpts{})
+
+	var counts [3]atomic.Int64
+	var all atomic.Int64
+	var snap [3]int64
+	done := make(chan struct{})
+	var once sync.Once
+	count := func(i int) {
+		counts[i].Add(1)
+		if all.Add(1) == total {
+			once.Do(func() {
+				for k := range counts {
+					snap[k] = counts[k].Load()
+				}
+				close(done)
+			})
+		}
+	}
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 4, Logger: quiet},
+		srq.Serve(qa, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { count(0); return nil }), &srq.ServeOpts{Weight: 3}),
+		srq.Serve(qb, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { count(1); return nil }), &srq.ServeOpts{Weight: 2}),
+		srq.Serve(qc, srq.HandlerFunc[invoice](func(context.Context, *srq.Task[invoice]) error { count(2); return nil }), nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("ran %d tasks, want %d", all.Load(), total)
+	}
+	stop()
+	got := snap[0] + snap[1] + snap[2]
+	for i, weight := range []float64{3, 2, 1} {
+		want := weight / 6
+		share := float64(snap[i]) / float64(got)
+		if math.Abs(share-want) > want/10 {
+			t.Errorf("queue %d of weight %v ran %d of %d tasks (%.3f), want %.3f ±10 %%", i, weight, snap[i], got, share, want)
+		}
+	}
+	t.Logf("ran %v of %d", snap, got)
+}
+
+// TestMultiQueueFloodedDoesNotStarve: a queue with a large backlog does not hold up another
+// queue's tasks: those published while the flood runs are all done long before it drains.
+func TestMultiQueueFloodedDoesNotStarve(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := redistest.Client(t)
+	flood, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "flood"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog, few = 5000, 20
+	publishN(t, ctx, flood, backlog, func(i int) int { return i }, srq.PublishOpts{})
+	var flooded, others atomic.Int64
+	started := make(chan struct{})
+	var once sync.Once
+	othersDone := make(chan int64, 1)
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 4, Logger: quiet},
+		srq.Serve(flood, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+			flooded.Add(1)
+			once.Do(func() { close(started) })
+			time.Sleep(time.Millisecond) // the flood takes seconds to drain
+			return nil
+		}), nil),
+		srq.Serve(other, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error {
+			if others.Add(1) == few {
+				othersDone <- flooded.Load()
+			}
+			return nil
+		}), nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	<-started
+	for i := range few {
+		if _, err := other.Publish(ctx, fmt.Sprint(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case n := <-othersDone:
+		if n > backlog/2 {
+			t.Errorf("the other queue's %d tasks were done only after %d of the flood's %d", few, n, backlog)
+		}
+		t.Logf("the other queue's %d tasks were done after %d of the flood's %d", few, n, backlog)
+	case <-ctx.Done():
+		t.Fatalf("the other queue ran %d of %d tasks", others.Load(), few)
+	}
+}
+
+// TestMultiQueueOrderedPartition: an ordered partition of one queue of a multi-queue worker runs
+// in publish order, one task at a time, while another queue keeps the pool busy, and its tasks
+// that are rejected keep their place. The other queue has two shards.
+func TestMultiQueueOrderedPartition(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := redistest.Client(t)
+	ordered, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "ord"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noise, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "noise", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	publishN(t, ctx, ordered, n, func(i int) int { return i }, srq.PublishOpts{Partition: "user-42", Ordered: true})
+	publishN(t, ctx, noise, 2000, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
+	var (
+		mu      sync.Mutex
+		seen    []int
+		running atomic.Int32
+		overlap atomic.Bool
+	)
+	done := make(chan struct{})
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 8, Logger: quiet},
+		srq.Serve(ordered, srq.HandlerFunc[int](func(_ context.Context, task *srq.Task[int]) error {
+			if running.Add(1) > 1 {
+				overlap.Store(true)
+			}
+			defer running.Add(-1)
+			if task.Value%50 == 7 && task.Attempt == 1 {
+				return srq.RejectWithDelay(time.Millisecond, errors.New("try again"))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, task.Value)
+			if len(seen) == n {
+				close(done)
+			}
+			return nil
+		}), nil),
+		srq.Serve(noise, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { return nil }), &srq.ServeOpts{Weight: 5}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("the ordered partition did not finish")
+	}
+	stop()
+	if !slices.IsSorted(seen) || len(seen) != n {
+		t.Errorf("ran %d tasks, in order: %v", len(seen), slices.IsSorted(seen))
+	}
+	if overlap.Load() {
+		t.Error("two tasks of the ordered partition ran at once")
+	}
+}
+
+// fetchCalls counts the calls of the fetch path a client sends: blocking pops and the fetch
+// scripts.
+type fetchCalls struct {
+	n    atomic.Int64
+	shas map[string]bool
+}
+
+func newFetchCalls(t *testing.T) *fetchCalls {
+	f := &fetchCalls{shas: map[string]bool{}}
+	for _, name := range []string{"fetch", "ack_fetch"} {
+		src, err := lua.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.shas[lua.SHA1(src)] = true
+	}
+	return f
+}
+
+func (f *fetchCalls) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	switch cmd.Name() {
+	case "blpop":
+		f.n.Add(1)
+	case "evalsha":
+		if s, ok := args[1].(string); ok && f.shas[s] {
+			f.n.Add(1)
+		}
+	}
+}
+
+func (f *fetchCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *fetchCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		f.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (f *fetchCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			f.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestMultiQueueIdleCalls: an idle worker over several queues makes no more fetch-path calls to
+// Redis (blocking waits and fetches) than an idle worker over one queue in the same time, and
+// still picks up a task published to any of its queues at once.
+func TestMultiQueueIdleCalls(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const poll, window, queues = 200 * time.Millisecond, 2 * time.Second, 8
+	cfg := srq.WorkerConfig{Concurrency: 4, PollWait: poll, RecoverInterval: time.Hour, Logger: quiet}
+
+	measure := func(n int) (calls int64, qs []*srq.Queue[int], ran *atomic.Int64) {
+		f := newFetchCalls(t)
+		c := redistest.Client(t)
+		c.AddHook(f)
+		ran = &atomic.Int64{}
+		h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { ran.Add(1); return nil })
+		var served []srq.Served
+		for i := range n {
+			q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: fmt.Sprintf("%s-%d", redistest.Queue(t), i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			qs = append(qs, q)
+			served = append(served, srq.Serve(q, h, nil))
+		}
+		var w *srq.Worker
+		var err error
+		if n == 1 {
+			w, err = srq.NewWorker(qs[0], h, cfg)
+		} else {
+			w, err = srq.NewWorkerOf(cfg, served...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		runWorker(t, w)
+		// Let the first fetches of every queue pass, then count over the window.
+		time.Sleep(2 * poll)
+		before := f.n.Load()
+		time.Sleep(window)
+		return f.n.Load() - before, qs, ran
+	}
+	var (
+		one, many int64
+		manyQs    []*srq.Queue[int]
+		manyRan   *atomic.Int64
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() { one, _, _ = measure(1) })
+	wg.Go(func() { many, manyQs, manyRan = measure(queues) })
+	wg.Wait()
+	t.Logf("fetch-path calls in %v: one queue %d, %d queues %d", window, one, queues, many)
+	if many > one {
+		t.Errorf("an idle worker of %d queues made %d fetch-path calls in %v, one of one queue %d", queues, many, window, one)
+	}
+	// Still awake: a task on the last queue runs at once, not after the idle queues' turns.
+	start := time.Now()
+	if _, err := manyQs[queues-1].Publish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task on an idle queue", func() bool { return manyRan.Load() == 1 })
+	if d := time.Since(start); d > poll {
+		t.Errorf("a task on an idle queue ran after %v, more than PollWait %v", d, poll)
+	}
+}
+
+// TestNewWorkerOfFails: NewWorkerOf refuses, with ErrInvalid, what it cannot serve.
+func TestNewWorkerOfFails(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	name := redistest.Queue(t)
+	q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := srq.NewQueue[string](c, srq.QueueConfig{Name: name}) // the same queue, another type
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := srq.NewQueue[int](c, srq.QueueConfig{Name: name + "-other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil })
+	hs := srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { return nil })
+	for _, tc := range []struct {
+		name   string
+		cfg    srq.WorkerConfig
+		served []srq.Served
+	}{
+		{name: "no queue"},
+		{name: "nil queue", served: []srq.Served{srq.Serve[int](nil, h, nil)}},
+		{name: "nil handler", served: []srq.Served{srq.Serve[int](q, nil, nil)}},
+		{name: "nil HandlerFunc", served: []srq.Served{srq.Serve(q, srq.HandlerFunc[int](nil), nil)}},
+		{name: "zero Served", served: []srq.Served{{}}},
+		{name: "negative weight", served: []srq.Served{srq.Serve(q, h, &srq.ServeOpts{Weight: -1})}},
+		{name: "served twice", served: []srq.Served{srq.Serve(q, h, nil), srq.Serve(other, h, nil), srq.Serve(same, hs, nil)}},
+		{name: "invalid config", cfg: srq.WorkerConfig{Concurrency: -1}, served: []srq.Served{srq.Serve(q, h, nil)}},
+		{name: "nil middleware", cfg: srq.WorkerConfig{Middleware: []srq.Middleware{nil}}, served: []srq.Served{srq.Serve(q, h, nil)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := srq.NewWorkerOf(tc.cfg, tc.served...); !errors.Is(err, srq.ErrInvalid) {
+				t.Fatalf("NewWorkerOf = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if _, err := srq.NewWorkerOf(srq.WorkerConfig{}, srq.Serve(q, h, nil), srq.Serve(other, h, &srq.ServeOpts{Weight: 2})); err != nil {
+		t.Fatalf("NewWorkerOf of two queues: %v", err)
+	}
+}
+
+// TestMultiQueueShutdown: a worker of several queues stopped while they have work leaves nothing
+// leased: the tasks it held and did not run are pending again, on every queue.
+func TestMultiQueueShutdown(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := redistest.Client(t)
+	qa, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	publishN(t, ctx, qa, n, func(i int) int { return i }, srq.PublishOpts{})
+	publishN(t, ctx, qb, n, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
+	var ran atomic.Int64
+	some := make(chan struct{})
+	var once sync.Once
+	handle := func() {
+		if ran.Add(1) == 20 {
+			once.Do(func() { close(some) })
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 4, Prefetch: 12, Logger: quiet},
+		srq.Serve(qa, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { handle(); return nil }), nil),
+		srq.Serve(qb, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { handle(); return nil }), nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	<-some
+	stop()
+	var pending int64
+	for _, st := range []func(context.Context) (engine.Stats, error){qa.Stats, qb.Stats} {
+		s, err := st(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.InFlight != 0 {
+			t.Errorf("%d tasks still leased after Run returned", s.InFlight)
+		}
+		pending += s.Pending
+	}
+	if pending+ran.Load() != 2*n {
+		t.Errorf("%d pending and %d run, want %d in all", pending, ran.Load(), 2*n)
+	}
+}
+
+// TestMultiQueueRunOnce: RunOnce of a worker of several queues runs what is ready on each.
+func TestMultiQueueRunOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := redistest.Client(t)
+	qa, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "b", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, ctx, qa, 3, func(i int) int { return i }, srq.PublishOpts{})
+	publishN(t, ctx, qb, 3, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
+	var a, b atomic.Int64
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 4, Logger: quiet},
+		srq.Serve(qa, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { a.Add(1); return nil }), nil),
+		srq.Serve(qb, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { b.Add(1); return nil }), nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := w.RunOnce(ctx)
+	if err != nil || n != 6 || a.Load() != 3 || b.Load() != 3 {
+		t.Fatalf("RunOnce = %d, %v; ran %d and %d, want 6 with 3 of each", n, err, a.Load(), b.Load())
+	}
+}
