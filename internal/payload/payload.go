@@ -162,7 +162,43 @@ func decodeAny(d *msgpack.Decoder, depth int) (any, error) {
 		}
 		return out, nil
 	case c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32:
-		return d.DecodeBytes() // []byte, which JSON writes as base64
+		// The decoder would make the declared length before reading it: check it first.
+		n, err := d.DecodeBytesLen()
+		if err != nil {
+			return nil, err
+		}
+		if !left(n) {
+			return nil, errShape
+		}
+		b := make([]byte, n)
+		if err := d.ReadFull(b); err != nil {
+			return nil, err
+		}
+		return b, nil // JSON writes a []byte as base64
+	case c == msgpcode.Ext8 || c == msgpcode.Ext16 || c == msgpcode.Ext32:
+		if !extFits(d, c) {
+			return nil, errShape
+		}
 	}
 	return d.DecodeInterfaceLoose()
+}
+
+// extFits reports whether the ext value at the decoder's position, whose code is c, declares no
+// more bytes than are left, reading its header without moving on.
+func extFits(d *msgpack.Decoder, c byte) bool {
+	r, ok := d.Buffered().(*bytes.Reader)
+	if !ok {
+		return true
+	}
+	size := map[byte]int{msgpcode.Ext8: 1, msgpcode.Ext16: 2, msgpcode.Ext32: 4}[c]
+	hdr := make([]byte, size)
+	pos := r.Size() - int64(r.Len())
+	if _, err := r.ReadAt(hdr, pos+1); err != nil {
+		return false
+	}
+	var n uint64
+	for _, b := range hdr {
+		n = n<<8 | uint64(b)
+	}
+	return n <= uint64(r.Len())
 }
