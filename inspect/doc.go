@@ -1,5 +1,6 @@
 // Package inspect is the operator's view of srq queues: sizes, counters and consumers, the
-// partitions with the most or the oldest work, paused or held by a dead letter, leased tasks, dead
+// partitions with the most or the oldest work, paused or held by a dead letter, one partition's
+// due and delayed tasks, leased tasks, dead
 // letters, flows (listed, and read with every step), the event stream, and the actions an operator
 // takes (requeue or purge dead letters, pause or resume a partition or a whole queue, cancel a
 // task). The actions write the queue's events when its workers or publishers keep a stream.

@@ -188,7 +188,8 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		s.ConsumerCount = max(s.ConsumerCount, o.ConsumerCount)
 		listedAll = listedAll && o.ConsumerCount <= int64(len(o.Consumers))
 		for _, sc := range o.Consumers {
-			s.Consumers = append(s.Consumers, Consumer{ID: sc.ID, Shard: i, LastSeen: sc.LastSeen})
+			live := o.ServerTime.Sub(sc.LastSeen) <= engine.ConsumerLive
+			s.Consumers = append(s.Consumers, Consumer{ID: sc.ID, Shard: i, LastSeen: sc.LastSeen, Live: live})
 		}
 		if o.ServerTime.After(s.ServerTime) {
 			s.ServerTime = o.ServerTime
@@ -205,6 +206,11 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		seen[c.ID] = true
 		return dup
 	})
+	for _, c := range s.Consumers {
+		if c.Live {
+			s.LiveConsumers++
+		}
+	}
 	if listedAll || int64(len(s.Consumers)) > s.ConsumerCount {
 		s.ConsumerCount = int64(len(s.Consumers))
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
 )
@@ -74,6 +76,15 @@ func TestStatsCountsAndConsumers(t *testing.T) {
 	if err := b.in.PausePartition(b.ctx, b.queue, "idle"); err != nil {
 		t.Fatal(err)
 	}
+	// A consumer whose last heartbeat is older than engine.ConsumerLive is listed, not live.
+	now, err := b.client.Time(b.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := redis.Z{Score: float64(now.Add(-engine.ConsumerLive - time.Second).UnixMilli()), Member: "gone"}
+	if err := b.client.ZAdd(b.ctx, b.shards[0].Keys().Consumers(), stale).Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	s, err := b.in.Stats(b.ctx, b.queue)
 	if err != nil {
@@ -90,10 +101,13 @@ func TestStatsCountsAndConsumers(t *testing.T) {
 		t.Fatalf("pending partitions %d != ready %d + scheduled %d + blocked %d", s.PendingPartitions,
 			s.ReadyPartitions, s.ScheduledPartitions, s.BlockedPartitions)
 	}
-	if got := ids(s.Consumers, func(c Consumer) string { return c.ID }); got != "worker-2,worker-1" && got != "worker-1,worker-2" {
+	if got := ids(s.Consumers, func(c Consumer) string { return c.ID }); got != "worker-2,worker-1,gone" && got != "worker-1,worker-2,gone" {
 		t.Fatalf("consumers %q", got)
 	}
-	if s.ConsumerCount != 2 || s.Consumers[0].LastSeen.Before(s.Consumers[1].LastSeen) {
+	if !s.Consumers[0].Live || !s.Consumers[1].Live || s.Consumers[2].Live || s.LiveConsumers != 2 {
+		t.Fatalf("consumers %+v, %d live; want the two that fetched live, and the stale one not", s.Consumers, s.LiveConsumers)
+	}
+	if s.ConsumerCount != 3 || s.Consumers[0].LastSeen.Before(s.Consumers[1].LastSeen) {
 		t.Fatalf("consumers %+v (count %d), want newest first", s.Consumers, s.ConsumerCount)
 	}
 	if d := s.ServerTime.Sub(s.Consumers[0].LastSeen); d < 0 || d > time.Minute {

@@ -165,6 +165,17 @@ func TestMillionPartitions(t *testing.T) {
 			return err
 		}},
 		{"Partition", func() error { _, err := b.in.Partition(b.ctx, b.queue, "p500000"); return err }},
+		{"PartitionTasks, MaxLimit", func() error {
+			pt, err := b.in.PartitionTasks(b.ctx, b.queue, "deep19", PartitionTaskQuery{Page: Page{Limit: MaxLimit}})
+			if err == nil && (len(pt.Tasks) != 24 || pt.Due != 24) {
+				return fmt.Errorf("tasks of deep19: %d listed, %d due", len(pt.Tasks), pt.Due)
+			}
+			return err
+		}},
+		{"PartitionTasks delayed", func() error {
+			_, err := b.in.PartitionTasks(b.ctx, b.queue, "p500000", PartitionTaskQuery{Delayed: true})
+			return err
+		}},
 		{"InFlight first MaxLimit", func() error { _, err := b.in.InFlight(b.ctx, b.queue, Page{Limit: MaxLimit}); return err }},
 		{"InFlight deepest page", func() error {
 			_, err := b.in.InFlight(b.ctx, b.queue, Page{Offset: MaxOffset - MaxLimit, Limit: MaxLimit})

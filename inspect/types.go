@@ -40,6 +40,11 @@ type Consumer struct {
 	ID       string    `json:"id"`
 	Shard    int       `json:"shard"`     // the shard it was last seen on (a consumer may serve several)
 	LastSeen time.Time `json:"last_seen"` // its last fetch or lease extension, server clock
+	// Live says its heartbeat is fresh: it was seen within engine.ConsumerLive (30s) of the
+	// server's clock. A running worker fetches at least every PollWait (1s by default) while it has
+	// a free slot and extends its leases every Lease/3 while it has none, so one not seen for that
+	// long has stopped, is stalled, or runs with a Lease above 90s and every slot busy.
+	Live bool `json:"live"`
 }
 
 // Stats is a queue's state at one moment, summed over its shards; every figure comes from
@@ -89,6 +94,9 @@ type Stats struct {
 	// number of distinct consumers listed, which is exact when every consumer serves every shard,
 	// as workers do.
 	ConsumerCount int64 `json:"consumer_count"`
+	// LiveConsumers counts the listed consumers that are live (Consumer.Live): a queue with none
+	// has no worker running, whether or not it is paused.
+	LiveConsumers int64 `json:"live_consumers"`
 	// ServerTime is the Redis server's clock when the stats were read (the latest over the shards).
 	ServerTime time.Time `json:"server_time"`
 }

@@ -94,9 +94,15 @@ func deadSelector(form url.Values) (inspect.DeadSelector, error) {
 	return inspect.DeadSelector{}, badRequest("Say which dead letters: scope must be selected, filter or all.")
 }
 
-// deadPageURL is the dead-letter page the form came from, with its filter, and the outcome.
+// deadPageURL is the page the form came from with the outcome: after a requeue from a task's page
+// (back=task), that page, which shows the task pending again; else the dead-letter page with the
+// form's filter (a purged task has no page left).
 func deadPageURL(queue string, form url.Values, done string, n int) string {
 	v := url.Values{"q": {queue}, "done": {done}, "n": {strconv.Itoa(n)}}
+	if form.Get("back") == "task" && done == "requeued" && len(form["id"]) == 1 {
+		v.Set("id", form.Get("id"))
+		return "./task?" + v.Encode()
+	}
 	for _, k := range []string{"partition", "base", "error", "limit"} {
 		if s := form.Get(k); s != "" {
 			v.Set(k, s)
@@ -157,10 +163,14 @@ func partitionField(form url.Values) (partition.Key, error) {
 	return p, nil
 }
 
-// partitionPageURL is the page a partition action came from (partitions or queue) with the outcome.
+// partitionPageURL is the page a partition action came from (partitions, partition or queue)
+// with the outcome.
 func partitionPageURL(queue string, form url.Values, done string, p partition.Key) string {
 	v := url.Values{"q": {queue}, "done": {done}, "p": {string(p)}}
-	if form.Get("back") == "partitions" {
+	switch form.Get("back") {
+	case "partition":
+		return "./partition?" + v.Encode()
+	case "partitions":
 		for _, k := range []string{"by", "limit"} {
 			if s := form.Get(k); s != "" {
 				v.Set(k, s)

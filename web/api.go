@@ -23,6 +23,7 @@ type apiQueue struct {
 	Waiting             int64  `json:"waiting"`
 	RunningFlows        int64  `json:"running_flows"`
 	Paused              bool   `json:"paused"`
+	LiveConsumers       int64  `json:"live_consumers"` // consumers with a fresh heartbeat
 	Published           int64  `json:"published"`
 	Acked               int64  `json:"acked"`
 	Rejected            int64  `json:"rejected"`
@@ -42,7 +43,7 @@ func newAPIQueue(st inspect.Stats) apiQueue {
 	return apiQueue{Name: st.Queue, Pending: st.Pending, InFlight: st.InFlight, Dead: st.Dead,
 		ReadyPartitions: st.ReadyPartitions, ScheduledPartitions: st.ScheduledPartitions,
 		PausedPartitions: st.PausedPartitions, HeldPartitions: st.HeldPartitions, Waiting: st.Waiting,
-		RunningFlows: st.RunningFlows, Paused: st.Paused, Published: st.Published, Acked: st.Acked,
+		RunningFlows: st.RunningFlows, Paused: st.Paused, LiveConsumers: st.LiveConsumers, Published: st.Published, Acked: st.Acked,
 		Rejected: st.Rejected, DeadLettered: st.DeadLettered, ServerTime: st.ServerTime.UnixMilli()}
 }
 

@@ -3,10 +3,12 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -338,4 +340,87 @@ func TestBrowserFlowScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d bytes)", path, len(png))
+}
+
+// TestBrowserPartitionAndTask drives the partition and task pages: from the partitions page to
+// one partition's due tasks in the order a worker takes them, paged, and its delayed ones; from a
+// row to the task's page, which shows the msgpack payload decoded, as JSON; a dead letter's page
+// requeues it and purges another; the queue page shows the queue running while its worker's
+// heartbeat is fresh.
+func TestBrowserPartitionAndTask(t *testing.T) {
+	ctx := browser(t)
+	b := setup(t, Config{RefreshInterval: 300 * time.Millisecond})
+	q := b.queue("")
+	dead := b.kill(q, "!acct", 2, "ledger locked") // a worker ran: its heartbeat is fresh
+	for i, prio := range []int{0, 0, 3} {
+		if _, err := q.Publish(b.ctx, event{N: 10 + i}, &srq.PublishOpts{ID: fmt.Sprint("due-", i), Partition: "!acct", Priority: prio}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Publish(b.ctx, event{N: 99}, &srq.PublishOpts{ID: "later", Partition: "!acct", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(what string) []string {
+		t.Helper()
+		return read(t, ctx, what, chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll("#partition-tasks tbody tr")).map(tr => tr.getAttribute("data-id"))`))
+	}
+
+	step(t, ctx, "open the partition from the partitions page",
+		chromedp.Navigate(b.base+"partitions?q="+urlQueryEscape(q.Name())),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-partition="!acct"] td.key a`)),
+		chromedp.Click(chromedp.CSS(`tr[data-partition="!acct"] td.key a`)),
+		chromedp.WaitVisible(chromedp.ID("partition-tasks")))
+	if got := ids("the due tasks"); !slices.Equal(got, []string{"due-2", "due-0", "due-1"}) {
+		t.Errorf("due tasks %v, want due-2 (priority 3), due-0, due-1", got)
+	}
+	step(t, ctx, "a page of two", chromedp.Navigate(b.base+"partition?q="+urlQueryEscape(q.Name())+"&p=!acct&limit=2"),
+		chromedp.WaitVisible(chromedp.ID("next")), chromedp.Click(chromedp.ID("next")), chromedp.WaitVisible(chromedp.ID("prev")))
+	if got := ids("the second page"); !slices.Equal(got, []string{"due-1"}) {
+		t.Errorf("second page %v, want due-1", got)
+	}
+	step(t, ctx, "the delayed tasks", chromedp.Click(chromedp.ID("view-delayed")),
+		chromedp.WaitVisible(chromedp.CSS("#view-delayed.current")))
+	if got := ids("the delayed tasks"); !slices.Equal(got, []string{"later"}) {
+		t.Errorf("delayed tasks %v, want later", got)
+	}
+
+	step(t, ctx, "open a task from the list",
+		chromedp.Click(chromedp.CSS(`tr[data-id="later"] td.id a`)), chromedp.WaitVisible(chromedp.ID("payload")))
+	payload := read(t, ctx, "the payload", chromedp.Text(chromedp.ID("payload")))
+	if format := read(t, ctx, "the payload's format", chromedp.Evaluate[string](`document.getElementById("payload").dataset.format`)); format != "msgpack" ||
+		!strings.Contains(payload, `"n": 99`) {
+		t.Errorf("payload %q as %s, want the msgpack decoded as JSON", payload, format)
+	}
+
+	// Requeue one dead letter from its page, then purge the other (accepting the confirmation).
+	step(t, ctx, "requeue from the task page",
+		chromedp.Navigate(b.base+"task?q="+urlQueryEscape(q.Name())+"&id="+dead[0]),
+		chromedp.WaitVisible(chromedp.ID("task-requeue")), chromedp.Click(chromedp.ID("task-requeue")),
+		chromedp.WaitVisible(chromedp.ID("flash")))
+	if msg, state := read(t, ctx, "flash", chromedp.Text(chromedp.ID("flash"))), read(t, ctx, "state", chromedp.Text(chromedp.ID("task-state"))); msg != "Requeued 1 dead letter." || state != "pending" {
+		t.Errorf("after requeue: flash %q, state %q", msg, state)
+	}
+	step(t, ctx, "purge from the task page",
+		chromedp.Navigate(b.base+"task?q="+urlQueryEscape(q.Name())+"&id="+dead[1]),
+		chromedp.WaitVisible(chromedp.ID("task-purge")))
+	if !read(t, ctx, "accept confirmations", chromedp.Evaluate[bool](`(window.confirm = () => true, true)`)) {
+		t.Fatal("could not replace window.confirm")
+	}
+	step(t, ctx, "click purge", chromedp.Click(chromedp.ID("task-purge")), chromedp.WaitVisible(chromedp.ID("flash")))
+	if msg := read(t, ctx, "flash", chromedp.Text(chromedp.ID("flash"))); msg != "Purged 1 dead letter." {
+		t.Errorf("after purge: flash %q", msg)
+	}
+	if st := b.stats(q.Name()); st.Dead != 0 || st.Pending != 5 {
+		t.Errorf("after requeue and purge: dead %d pending %d, want 0 and 5", st.Dead, st.Pending)
+	}
+
+	step(t, ctx, "open the queue page", chromedp.Navigate(b.base+"queue?q="+urlQueryEscape(q.Name())),
+		chromedp.WaitVisible(chromedp.ID("queue-state")))
+	if state := read(t, ctx, "queue state", chromedp.Text(chromedp.ID("queue-state"))); state != "running" {
+		t.Errorf("queue state %q with a fresh heartbeat, want running", state)
+	}
+	if n := read(t, ctx, "live consumers", chromedp.Evaluate[int](`document.querySelectorAll("#consumers tr[data-consumer] .badge.ok").length`)); n != 1 {
+		t.Errorf("%d live consumers listed, want 1", n)
+	}
 }

@@ -27,7 +27,7 @@ func TestEscaping(t *testing.T) {
 	name := url.QueryEscape(q.Name())
 	pages := []string{"", "queue?q=" + name, "partitions?q=" + name, "partitions?by=age&q=" + name,
 		"inflight?q=" + name, "dead?q=" + name + "&partition=" + url.QueryEscape(string(key)),
-		"task?q=" + name + "&id=" + dead[0], "api/stats"}
+		"task?q=" + name + "&id=" + dead[0], "partition?q=" + name + "&p=" + url.QueryEscape(string(key)), "api/stats"}
 	for _, p := range pages {
 		body := b.mustGet(p)
 		for _, raw := range []string{"<script>", "<img", `onerror="`} {
@@ -43,8 +43,16 @@ func TestEscaping(t *testing.T) {
 	if !strings.Contains(body, "&lt;script&gt;alert(&#34;p&#34;)&lt;/script&gt;") {
 		t.Errorf("the partition key is not shown escaped")
 	}
-	// The key goes back through the pause form exactly.
-	page := b.follow("pause-partition", b.post("pause-partition", url.Values{"q": {q.Name()}, "partition": {string(key)}, "back": {"partitions"}}))
+	// The key goes back through the pause form exactly, from the partitions page and from the
+	// partition's own.
+	page := b.follow("pause-partition", b.post("pause-partition", url.Values{"q": {q.Name()}, "partition": {string(key)}, "back": {"partition"}}))
+	if !strings.Contains(page, "Paused partition !&lt;script&gt;") || !strings.Contains(page, `id="resume-partition"`) {
+		t.Errorf("the partition page after pausing the key:\n%s", page)
+	}
+	if err := b.in.ResumePartition(b.ctx, q.Name(), key); err != nil {
+		t.Fatal(err)
+	}
+	page = b.follow("pause-partition", b.post("pause-partition", url.Values{"q": {q.Name()}, "partition": {string(key)}, "back": {"partitions"}}))
 	if !strings.Contains(page, "Paused partition !&lt;script&gt;") || strings.Contains(page, "<script>") {
 		t.Errorf("flash after pausing the key is missing or unescaped")
 	}

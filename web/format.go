@@ -1,13 +1,17 @@
 package web
 
 import (
+	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/srqueue/srq/internal/payload"
 )
 
 // funcs are the template functions. Each returns plain text: html/template escapes it for the
@@ -17,6 +21,13 @@ var funcs = template.FuncMap{
 	"ago":     ago,
 	"until":   until,
 	"payload": newPayloadView,
+	"add": func(xs ...int) int {
+		n := 0
+		for _, x := range xs {
+			n += x
+		}
+		return n
+	},
 }
 
 // utc formats t for a tooltip; empty for the zero time.
@@ -73,11 +84,14 @@ const (
 	payloadHexMax  = 4 << 10
 )
 
-// payloadView is a payload as the task page shows it: text when it is printable UTF-8, else a
-// hex dump; long payloads are cut.
+// payloadView is a payload as the task page shows it: a JSON payload, or a msgpack one (the
+// default codec's), as indented JSON; other printable UTF-8 as text; anything else as a hex dump.
+// The record does not name the codec that wrote the payload: payload.Decode recognises it from the
+// bytes. Long payloads are cut.
 type payloadView struct {
 	Size      int
-	Shown     int
+	Format    string // "JSON", "msgpack" (shown as JSON), "text" or "hex"
+	Shown     int    // bytes of Text shown (of the payload itself for text and hex)
 	Hex       bool
 	Truncated bool
 	Text      string
@@ -85,22 +99,46 @@ type payloadView struct {
 
 func newPayloadView(b []byte) payloadView {
 	v := payloadView{Size: len(b)}
-	if printable(b) {
-		cut := min(len(b), payloadTextMax)
-		for cut > 0 && cut < len(b) && !utf8.RuneStart(b[cut]) {
-			cut--
+	format, js := payload.Decode(b)
+	switch format {
+	case payload.FormatJSON, payload.FormatMsgpack:
+		var out bytes.Buffer
+		if json.Indent(&out, js, "", "  ") == nil {
+			v.Format = "JSON"
+			if format == payload.FormatMsgpack {
+				v.Format = "msgpack"
+			}
+			text := out.Bytes()
+			v.Shown, v.Text = cutText(text, payloadTextMax)
+			v.Truncated = v.Shown < len(text)
+			return v
 		}
-		v.Shown, v.Text = cut, string(b[:cut])
-	} else {
-		v.Shown, v.Hex = min(len(b), payloadHexMax), true
-		v.Text = hex.Dump(b[:v.Shown])
+	case payload.FormatEmpty, payload.FormatText:
+		if printable(b) {
+			v.Format = "text"
+			v.Shown, v.Text = cutText(b, payloadTextMax)
+			v.Truncated = v.Shown < v.Size
+			return v
+		}
 	}
+	v.Format, v.Hex = "hex", true
+	v.Shown = min(len(b), payloadHexMax)
+	v.Text = hex.Dump(b[:v.Shown])
 	v.Truncated = v.Shown < v.Size
 	return v
 }
 
+// cutText returns the first bytes of b, at most most and not inside a UTF-8 sequence.
+func cutText(b []byte, most int) (int, string) {
+	cut := min(len(b), most)
+	for cut > 0 && cut < len(b) && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return cut, string(b[:cut])
+}
+
 // printable reports whether b is valid UTF-8 without control characters other than tab and
-// newlines: JSON and plain text, not MessagePack.
+// newlines.
 func printable(b []byte) bool {
 	if !utf8.Valid(b) {
 		return false

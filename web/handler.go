@@ -20,7 +20,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates under assets/, each rendered inside layout.html.
-var pageNames = []string{"overview", "queue", "partitions", "inflight", "dead", "task", "schedules", "error"}
+var pageNames = []string{"overview", "queue", "partitions", "partition", "inflight", "dead", "task", "schedules", "error"}
 
 // handler serves the dashboard; see NewHandler.
 type handler struct {
@@ -38,8 +38,10 @@ type handler struct {
 //	mux.Handle("/ops/srq/", http.StripPrefix("/ops/srq", h))
 //
 // Every link it writes is relative, so it works under any prefix. Pages: the queues with a live
-// throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), its
-// tasks in flight (GET /inflight), its dead letters (GET /dead), one task (GET /task), its
+// throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), one
+// partition with its due and delayed tasks, paged (GET /partition), its tasks in flight
+// (GET /inflight), its dead letters (GET /dead), one task with its payload decoded and, for a dead
+// letter, requeue and purge (GET /task), its
 // schedules (GET /schedules, with pause, resume, run now and delete), its flows (GET /flows), one
 // flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
 // chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request
@@ -74,6 +76,7 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	m.HandleFunc("GET /{$}", h.overview)
 	m.HandleFunc("GET /queue", h.queue)
 	m.HandleFunc("GET /partitions", h.partitions)
+	m.HandleFunc("GET /partition", h.partition)
 	m.HandleFunc("GET /inflight", h.inflight)
 	m.HandleFunc("GET /dead", h.dead)
 	m.HandleFunc("GET /task", h.task)

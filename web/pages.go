@@ -160,8 +160,9 @@ type counter struct {
 
 // queueView is the body of the queue page.
 type queueView struct {
-	Stats    inspect.Stats
-	Counters []counter
+	Stats      inspect.Stats
+	Counters   []counter
+	LiveWindow string // how fresh a live consumer's heartbeat is
 }
 
 func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +184,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		{"Cancelled", c.Cancelled}, {"Flows started", c.FlowsStarted}, {"Flows completed", c.FlowsCompleted},
 		{"Flows failed", c.FlowsFailed}, {"Flows ended and kept", st.EndedFlows},
 		{"Consumers seen in the last hour", st.ConsumerCount},
-	}}
+	}, LiveWindow: human(engine.ConsumerLive)}
 	p := h.newPage(w, r, q, "queue", q, body)
 	p.Chart, p.Flash = h.chart(q), flash(r)
 	h.render(w, r, "queue", http.StatusOK, p)

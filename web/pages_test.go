@@ -273,11 +273,21 @@ func TestTaskLookup(t *testing.T) {
 	}
 	name := url.QueryEscape(q.Name())
 	body := b.mustGet("task?q=" + name + "&id=" + res.ID)
-	if stat(t, body, "task-state") != "pending" || !strings.Contains(body, "trace") || !strings.Contains(body, "as hex") {
+	// The payload, msgpack (the default codec), is shown decoded, as JSON; a pending task has no
+	// dead-letter actions.
+	if stat(t, body, "task-state") != "pending" || !strings.Contains(body, "trace") ||
+		!strings.Contains(body, `data-format="msgpack">{
+  &#34;fail&#34;: &#34;&#34;,
+  &#34;n&#34;: 42
+}</pre>`) || strings.Contains(body, `id="task-actions"`) {
 		t.Errorf("pending task page:\n%s", body)
 	}
+	if !strings.Contains(body, `href="./partition?q=`+name+`&amp;p=%21p"`) {
+		t.Errorf("the task page does not link its partition:\n%s", body)
+	}
 	body = b.mustGet("task?q=" + name + "&id=" + dead[0])
-	if stat(t, body, "task-state") != "dead" || !strings.Contains(body, "it broke") {
+	if stat(t, body, "task-state") != "dead" || !strings.Contains(body, "it broke") ||
+		!strings.Contains(body, `id="task-requeue"`) || !strings.Contains(body, `id="task-purge"`) {
 		t.Errorf("dead task page:\n%s", body)
 	}
 	r := b.get("task?q=" + name + "&id=0000000000000000000000000000000")
@@ -326,7 +336,7 @@ func TestAPIStats(t *testing.T) {
 		if got, want := slices.Sorted(maps.Keys(raw.Top)), []string{"queues", "server_time"}; !slices.Equal(got, want) {
 			t.Errorf("%s: fields %v, want %v", path, got, want)
 		}
-		want := []string{"acked", "dead", "dead_lettered", "held_partitions", "in_flight", "name", "paused", "paused_partitions",
+		want := []string{"acked", "dead", "dead_lettered", "held_partitions", "in_flight", "live_consumers", "name", "paused", "paused_partitions",
 			"pending", "published", "ready_partitions", "rejected", "running_flows", "scheduled_partitions", "server_time", "waiting"}
 		if got := slices.Sorted(maps.Keys(raw.Queues[0])); !slices.Equal(got, want) {
 			t.Errorf("%s: queue fields %v, want %v", path, got, want)
@@ -409,12 +419,20 @@ func TestFormat(t *testing.T) {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
-	text := newPayloadView([]byte(`{"user":"ключ"}`))
-	if text.Hex || text.Text != `{"user":"ключ"}` || text.Truncated {
+	js := newPayloadView([]byte(`{"user":"ключ"}`))
+	if js.Hex || js.Format != "JSON" || js.Text != "{\n  \"user\": \"ключ\"\n}" || js.Truncated {
+		t.Errorf("JSON payload: %+v", js)
+	}
+	mp := newPayloadView([]byte{0x81, 0xa1, 'n', 0x01}) // msgpack {"n": 1}
+	if mp.Hex || mp.Format != "msgpack" || mp.Text != "{\n  \"n\": 1\n}" {
+		t.Errorf("msgpack payload: %+v", mp)
+	}
+	text := newPayloadView([]byte("plain words"))
+	if text.Hex || text.Format != "text" || text.Text != "plain words" {
 		t.Errorf("text payload: %+v", text)
 	}
-	bin := newPayloadView([]byte{0x82, 0xa1, 'n', 0x01})
-	if !bin.Hex || !strings.Contains(bin.Text, "82 a1 6e 01") {
+	bin := newPayloadView([]byte{0x82, 0xa1, 'n', 0x01}) // a msgpack map cut short
+	if !bin.Hex || bin.Format != "hex" || !strings.Contains(bin.Text, "82 a1 6e 01") {
 		t.Errorf("binary payload: %+v", bin)
 	}
 	long := newPayloadView([]byte(strings.Repeat("é", payloadTextMax)))

@@ -82,6 +82,7 @@ func TestPagesAtAMillionPartitions(t *testing.T) {
 	pages := []string{
 		"/", "/queue?" + q, "/api/stats?" + q,
 		"/partitions?" + q, "/partitions?by=age&" + q, "/partitions?by=paused&" + q,
+		"/partition?p=p7&" + q, "/partition?p=p7&view=delayed&" + q,
 		"/inflight?" + q, "/inflight?offset=1000&" + q,
 		"/dead?" + q, "/dead?error=nomatch&" + q, "/dead?partition=p7&" + q,
 		"/task?id=" + url.QueryEscape(leased[1000].ID) + "&" + q,

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
 )
@@ -358,5 +361,55 @@ func TestQueueDelete(t *testing.T) {
 	}
 	if code, _, stderr := f.run("", "queue"); code != 2 || !strings.Contains(stderr, "subcommand") {
 		t.Fatalf("no subcommand: exit %d, %s", code, stderr)
+	}
+}
+
+// TestPermanentErrorReadsOnce: a task a handler fails with srq.Permanent is listed by srq dead
+// list and srq task with the handler's error once, not wrapped in "permanent failure: …".
+func TestPermanentErrorReadsOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	q, err := srq.NewQueue[string](f.client, srq.QueueConfig{Name: "q", Prefix: f.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]error{"a": srq.Permanent(errors.New("permanent failure")), "b": srq.Permanent(errors.New("card declined"))}
+	for id := range reasons {
+		if _, err := q.Publish(f.ctx, id, &srq.PublishOpts{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(_ context.Context, t *srq.Task[string]) error {
+		return reasons[t.Value]
+	}), srq.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if s, err := f.eng.Stats(f.ctx); err != nil || s.Dead == 2 {
+			break
+		}
+		if _, err := w.RunOnce(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := f.run("", "--queue", "q", "--json", "dead", "list")
+	var page struct {
+		Letters []struct {
+			ID    string `json:"id"`
+			Error string `json:"error"`
+		} `json:"letters"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Letters) != 2 {
+		t.Fatalf("dead list: exit %d %v %s %s", code, err, out, errOut)
+	}
+	for _, l := range page.Letters {
+		if want := map[string]string{"a": "permanent failure", "b": "card declined"}[l.ID]; l.Error != want {
+			t.Errorf("dead letter %s reads %q, want %q", l.ID, l.Error, want)
+		}
+	}
+	code, out, _ = f.run("", "--queue", "q", "task", "b")
+	if code != 0 || !regexp.MustCompile(`(?m)^last error +card declined$`).MatchString(out) {
+		t.Errorf("srq task b: exit %d\n%s", code, out)
 	}
 }

@@ -230,6 +230,7 @@ type (
 		ID       string    `json:"id"`
 		Shard    int       `json:"shard"`
 		LastSeen time.Time `json:"last_seen"`
+		Live     bool      `json:"live"`
 	}
 	jsonStats struct {
 		Queue               string `json:"queue"`
@@ -251,6 +252,7 @@ type (
 		jsonCounters
 		Consumers     []jsonConsumer `json:"consumers"`
 		ConsumerCount int64          `json:"consumer_count"`
+		LiveConsumers int64          `json:"live_consumers"`
 		ServerTime    time.Time      `json:"server_time"`
 	}
 	jsonPartition struct {
@@ -322,7 +324,8 @@ func TestJSONSchema(t *testing.T) {
 		t.Fatalf("queues %+v", qs)
 	}
 	s := decodeStrict[jsonStats](t, out("stats"))
-	if s.Pending != 3 || s.InFlight != 3 || s.Dead != 2 || len(s.Consumers) != 1 || s.Consumers[0].ID != "w1" {
+	if s.Pending != 3 || s.InFlight != 3 || s.Dead != 2 || len(s.Consumers) != 1 || s.Consumers[0].ID != "w1" ||
+		!s.Consumers[0].Live || s.LiveConsumers != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 	ps := decodeStrict[[]jsonPartition](t, out("partitions", "--by", "age"))

@@ -176,7 +176,7 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		[]string{"requeued / purged / trimmed", fmt.Sprintf("%d / %d / %d", s.Requeued, s.Purged, s.Trimmed)},
 		[]string{"cancelled", fmt.Sprint(s.Cancelled)},
 		[]string{"flows started / completed / failed", fmt.Sprintf("%d / %d / %d", s.FlowsStarted, s.FlowsCompleted, s.FlowsFailed)},
-		[]string{"consumers", fmt.Sprintf("%d seen in the last hour", s.ConsumerCount)},
+		[]string{"consumers", fmt.Sprintf("%d live, %d seen in the last hour", s.LiveConsumers, s.ConsumerCount)},
 	)
 	if err := table(w, rows); err != nil {
 		return err
@@ -185,9 +185,9 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		return nil
 	}
 	fmt.Fprintln(w)
-	crows := [][]string{{"CONSUMER", "LAST SEEN"}}
+	crows := [][]string{{"CONSUMER", "LAST SEEN", "LIVE"}}
 	for _, c := range s.Consumers {
-		crows = append(crows, []string{c.ID, ts(c.LastSeen)})
+		crows = append(crows, []string{c.ID, ts(c.LastSeen), yesNo(c.Live)})
 	}
 	return table(w, crows)
 }
