@@ -43,10 +43,10 @@ func readRedisCost(tb testing.TB, c redis.UniversalClient) redisCost {
 	for cmd, st := range redistest.ParseCommandStats(info) {
 		r.byCmd[cmd] = [2]int64{st.Calls, st.Usec}
 		switch {
-		case cmd == "evalsha" || cmd == "eval":
+		case cmd == "evalsha" || cmd == "eval" || cmd == "fcall" || cmd == "fcall_ro":
 			r.scriptUsec += st.Usec
 			r.scripts += st.Calls
-		case cmd == "info" || strings.HasPrefix(cmd, "script"):
+		case cmd == "info" || strings.HasPrefix(cmd, "script") || strings.HasPrefix(cmd, "function"):
 		default:
 			r.innerCalls += st.Calls
 		}

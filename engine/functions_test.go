@@ -219,10 +219,10 @@ func TestFireAfterFunctionFlush(t *testing.T) {
 // server has no FCALL (miniredis) or where an ACL denies FUNCTION LOAD or FCALL.
 func TestFunctionsFallBack(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel) // the subtests run after this function returns
 	check := func(t *testing.T, c *redis.Client) {
 		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		e, err := New(c, Config{Queue: redistest.Queue(t), Scripts: ScriptsFunction})
 		if err != nil {
 			t.Fatal(err)
@@ -261,6 +261,8 @@ func TestFunctionsFallBack(t *testing.T) {
 	} {
 		t.Run(acl.user, func(t *testing.T) {
 			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
 			if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", acl.user, "on", ">pw", "~*", "&*", "+@all"}, acl.rules...)...).Err(); err != nil {
 				t.Fatal(err)
 			}
