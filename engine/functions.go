@@ -61,10 +61,10 @@ func resolveScripts(m ScriptMode) (ScriptMode, error) {
 
 // libraryFlags returns the function flags of script: "no-writes" for a read-only one, so it runs
 // with FCALL_RO and on replicas; "allow-oom" for one that settles or removes tasks, which EVAL
-// lets run on a server at its maxmemory, as its first write frees memory (EVAL refuses a script
-// only at a first write that may use memory; a function without the flag is refused whole); none
-// for those that add work (publish, flow_publish, fetch, requeue), which a server at its
-// maxmemory refuses as EVAL does.
+// lets run on a server at its maxmemory because its first write frees memory (EVAL refuses a
+// script at its first write that may use memory, when nothing was written before it; a function
+// without the flag is refused whole); none for the others, which such a server refuses with
+// either (TestOutOfMemory).
 func libraryFlags(script string) []string {
 	switch {
 	case readOnly[script]:
@@ -76,8 +76,8 @@ func libraryFlags(script string) []string {
 }
 
 // allowOOM names the scripts flagged "allow-oom" (libraryFlags).
-var allowOOM = map[string]bool{"ack": true, "ack_fetch": true, "reject": true, "kill": true, "extend": true,
-	"recover": true, "purge": true, "cancel": true, "set_paused": true, "set_limit": true, "set_queue_paused": true}
+var allowOOM = map[string]bool{"ack": true, "ack_fetch": true, "reject": true, "kill": true, "recover": true,
+	"purge": true, "cancel": true}
 
 // library is srq's scripts as one Redis Functions library (lua.Library). It is built from the
 // embedded scripts, so a broken one is a build defect; TestLibraryCallsEveryFunction loads it
