@@ -37,13 +37,14 @@ func newCallWatch(t *testing.T) *callWatch {
 			t.Fatal(err)
 		}
 		h.names[lua.SHA1(src)] = name
+		h.names[lua.Function(engine.LibraryName(), name)] = name
 	}
 	return h
 }
 
 func (h *callWatch) saw(cmd redis.Cmder) {
 	switch args := cmd.Args(); strings.ToLower(cmd.Name()) {
-	case "evalsha":
+	case "evalsha", "fcall", "fcall_ro":
 		h.mu.Lock()
 		h.scripts[h.names[fmt.Sprint(args[1])]]++
 		h.mu.Unlock()
@@ -239,7 +240,8 @@ func newFailScripts(t *testing.T, left int, scripts ...string) *failScripts {
 	return &failScripts{shas: scriptSHAs(t, scripts...), left: left}
 }
 
-// scriptSet holds the SHA1s under which the engine sends some scripts.
+// scriptSet holds the SHA1s (EVALSHA) and the function names (FCALL) under which the engine sends
+// some scripts.
 type scriptSet map[string]bool
 
 // scriptSHAs returns the set of the named scripts.
@@ -252,13 +254,18 @@ func scriptSHAs(t *testing.T, scripts ...string) scriptSet {
 			t.Fatal(err)
 		}
 		shas[lua.SHA1(src)] = true
+		shas[lua.Function(engine.LibraryName(), name)] = true
 	}
 	return shas
 }
 
-// runs says whether cmd is a call of one of the scripts.
+// runs says whether cmd is a call of one of the scripts, by EVALSHA or by FCALL.
 func (s scriptSet) runs(cmd redis.Cmder) bool {
-	return strings.EqualFold(cmd.Name(), "evalsha") && s[fmt.Sprint(cmd.Args()[1])]
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha", "fcall", "fcall_ro":
+		return s[fmt.Sprint(cmd.Args()[1])]
+	}
+	return false
 }
 
 // processHookOnly gives a go-redis hook that only watches single commands the other two methods

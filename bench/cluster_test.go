@@ -111,8 +111,8 @@ func benchClusterShards(b *testing.B, cl *redistest.Cluster, shards int) {
 	var usec [8]int64
 	var sum, calls, cpu, busiest int64
 	for i := range after {
-		usec[i] = after[i].Total("evalsha", "eval").Usec - before[i].Total("evalsha", "eval").Usec
-		calls += after[i].Total("evalsha", "eval").Calls - before[i].Total("evalsha", "eval").Calls
+		usec[i] = after[i].Total("evalsha", "eval", "fcall", "fcall_ro").Usec - before[i].Total("evalsha", "eval", "fcall", "fcall_ro").Usec
+		calls += after[i].Total("evalsha", "eval", "fcall", "fcall_ro").Calls - before[i].Total("evalsha", "eval", "fcall", "fcall_ro").Calls
 		sum += usec[i]
 		c := after[i].CPUUsec - before[i].CPUUsec
 		cpu += c

@@ -11,7 +11,7 @@ package engine
 // Besides ns/op they report tasks/s and what Redis spent, from deltas of INFO (never CONFIG
 // RESETSTAT, so they work on any server):
 //
-//   - redis-µs: the scripts' time, cmdstat_evalsha usec (the server's clock: it also counts time
+//   - redis-µs: the scripts' time, cmdstat_evalsha (or fcall) usec (the server's clock: it also counts time
 //     the server waited for a CPU on a busy machine);
 //   - redis-cpu-µs: the CPU time of the server's main thread (INFO cpu), scripts plus networking;
 //   - redis-calls: the commands the scripts ran (commandstats of every other command).
@@ -103,16 +103,18 @@ func (s cmdStats) merge(d cmdStats) {
 	}
 }
 
-// scripts is the Redis time and calls of the scripts.
-func (s cmdStats) scripts() cmdStat { return s["evalsha"] }
+// scripts is the Redis time and calls of the scripts, by EVALSHA or by FCALL (Config.Scripts).
+func (s cmdStats) scripts() cmdStat {
+	return s["evalsha"].add(s["evalsha_ro"]).add(s["fcall"]).add(s["fcall_ro"])
+}
 
 // inner counts the commands the scripts ran: every command but the scripts and the benchmark's
 // own INFO.
 func (s cmdStats) inner() int64 {
 	var n int64
 	for name, st := range s {
-		if name != "evalsha" && name != "evalsha_ro" && name != "info" && name != cpuStat &&
-			!strings.HasPrefix(name, "script") {
+		if name != "evalsha" && name != "evalsha_ro" && name != "fcall" && name != "fcall_ro" && name != "info" &&
+			name != cpuStat && !strings.HasPrefix(name, "script") && !strings.HasPrefix(name, "function") {
 			n += st.calls
 		}
 	}

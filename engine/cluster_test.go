@@ -249,7 +249,7 @@ func TestClusterScripts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const i = 1
-	e, err := New(cl, Config{Queue: queueOnMaster(t, c, i)})
+	e, err := New(cl, Config{Queue: queueOnMaster(t, c, i), Scripts: ScriptsEval}) // the EVALSHA path
 	if err != nil {
 		t.Fatal(err)
 	}

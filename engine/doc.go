@@ -15,6 +15,13 @@
 // caller whose context ends before its call is sent returns its context's error, nothing of its
 // call sent; once sent, a caller waits for the call's result.
 //
+// The scripts run as a Redis Functions library loaded once per server (FUNCTION LOAD, called with
+// FCALL and FCALL_RO) or with EVALSHA (Config.Scripts, or the SRQ_SCRIPTS environment variable for
+// engines that leave it unset); both come from the same files of package lua. A server that lacks
+// the library or a script gets it again at the first call that misses it; a server without
+// functions (Redis before 7.0, the embedded miniredis) or that refuses them runs the scripts with
+// EVALSHA.
+//
 // This package is importable so tools can reach the queue directly, but it is not a stable API:
 // prefer the root package.
 package engine

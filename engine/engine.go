@@ -90,6 +90,11 @@ type Config struct {
 	// call means for each caller). A stalled connection holds one of the two until the client's
 	// timeouts end the call. Default 32; 1 sends every call on its own, at once.
 	MaxMerge int
+	// Scripts says how the engine runs its Lua scripts: ScriptsFunction (a Redis Functions library
+	// loaded once per server, called with FCALL; EVALSHA where the server has no functions) or
+	// ScriptsEval (EVALSHA). Default ScriptsDefault: what the SRQ_SCRIPTS environment variable
+	// names, else DefaultScripts.
+	Scripts ScriptMode
 }
 
 // Engine runs one queue's scripts over a go-redis client (single node, Sentinel or Cluster). It is
@@ -111,6 +116,8 @@ type Engine struct {
 	relayDue chan struct{}
 	// arg is the first argument of every script call.
 	arg argBaseVal
+	// fn is the state of the function path (functions.go).
+	fn functions
 }
 
 // argBaseVal is the first argument of every script call: the key base, followed by the event
@@ -130,6 +137,9 @@ func newEngine(client redis.UniversalClient, cfg Config, keys Keys) *Engine {
 	e.arg = argBaseVal{s: s, b: []byte(s)}
 	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
 	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
+	if cfg.Scripts != ScriptsFunction {
+		e.fn.mode.Store(fnOff)
+	}
 	return e
 }
 
@@ -167,6 +177,11 @@ func New(client redis.UniversalClient, cfg Config) (*Engine, error) {
 	case cfg.MaxBlock < time.Millisecond:
 		return nil, invalidf("MaxBlock %v is below 1ms", cfg.MaxBlock)
 	}
+	mode, err := resolveScripts(cfg.Scripts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Scripts = mode
 	keys, err := NewKeys(cfg.Prefix, cfg.Queue)
 	if err != nil {
 		return nil, err

@@ -541,7 +541,7 @@ func TestFireAfterNoScript(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartReal(t, "SCRIPT FLUSH of a server of its own")
 	c := srv.Client(t)
-	e, err := New(c, Config{Queue: redistest.Queue(t)})
+	e, err := New(c, Config{Queue: redistest.Queue(t), Scripts: ScriptsEval}) // the EVALSHA path
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,13 @@ import (
 	"github.com/srqueue/srq/lua"
 )
 
-// script is one Lua script with its includes expanded and its SHA1, as EVALSHA wants it.
+// script is one Lua script with its includes expanded and its SHA1, as EVALSHA wants it, and the
+// name of its function in the library (functions.go).
 type script struct {
 	name string
 	src  string
 	sha  string
+	fn   string
 }
 
 // scripts holds every script of package lua by name. They are embedded, so a broken one is a
@@ -63,15 +65,28 @@ var (
 	scriptCancel    = mustScript("cancel")
 )
 
-// LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster). Calling
-// it is optional: a script missing from the server's cache is loaded on first use and again after
-// a restart, failover or SCRIPT FLUSH.
+// LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster) and,
+// unless the engine runs its scripts with EVALSHA (Config.Scripts), the library of functions with
+// FUNCTION LOAD (likewise). Calling it is optional: a script or a library missing from the server
+// is loaded on first use and again after a restart, failover, SCRIPT FLUSH or FUNCTION FLUSH. It
+// fails with the first error of a load; a server that refuses FUNCTION LOAD turns the engine to
+// EVALSHA rather than failing it.
 func (e *Engine) LoadScripts(ctx context.Context) error {
 	for _, s := range scripts {
 		if err := e.load(ctx, s); err != nil {
 			return err
 		}
 	}
+	if e.fn.mode.Load() == fnOff {
+		return nil
+	}
+	e.fn.mu.Lock()
+	defer e.fn.mu.Unlock()
+	if err := e.loadLibrary(ctx, true); err != nil {
+		return err
+	}
+	e.fn.loads.Add(1)
+	e.fn.mode.CompareAndSwap(fnUnknown, fnOn) // unless the load was refused
 	return nil
 }
 
@@ -101,15 +116,30 @@ type call struct {
 var readOnly = map[string]bool{"dead_list": true, "dead_scan": true, "inflight": true, "overview": true,
 	"partitions": true, "stats": true, "task": true, "outcome": true, "schedule_due": true, "schedule_list": true}
 
-// command returns one call of s as a command, by its SHA (EVALSHA) or, with eval, its source
-// (EVAL): the keys, then ARGV, the key base and args. Unless s is read-only, the key base goes as a
-// sendOnce that guards the command, also returned (else nil).
+// command returns one call of s as a command: by its function (FCALL, or FCALL_RO for a
+// read-only script) where the engine is known to run functions, else by its SHA (EVALSHA), or,
+// with eval, by its source (EVAL); then the keys, then the key base and args. Unless s is
+// read-only, the key base goes as a sendOnce that guards the command, also returned (else nil).
 func (e *Engine) command(ctx context.Context, s *script, eval bool, args []any) (*redis.Cmd, *sendOnce) {
+	f := formSource
+	if !eval {
+		f = e.stored(false)
+	}
+	return e.commandAs(ctx, s, f, args)
+}
+
+// commandAs is command with the form of the call given.
+func (e *Engine) commandAs(ctx context.Context, s *script, f form, args []any) (*redis.Cmd, *sendOnce) {
 	out := make([]any, 0, 4+len(e.keyArgs)+len(args))
-	if eval {
+	switch {
+	case f == formSource:
 		out = append(out, "eval", s.src)
-	} else {
+	case f == formSHA:
 		out = append(out, "evalsha", s.sha)
+	case readOnly[s.name]:
+		out = append(out, "fcall_ro", s.fn)
+	default:
+		out = append(out, "fcall", s.fn)
 	}
 	out = append(out, len(e.keyArgs))
 	out = append(out, e.keyArgs...)
@@ -122,7 +152,7 @@ func (e *Engine) command(ctx context.Context, s *script, eval bool, args []any) 
 		out = append(out, g)
 	}
 	cmd := redis.NewCmd(ctx, append(out, args...)...)
-	cmd.SetFirstKeyPos(3) // as go-redis's Eval and EvalSha do, for a cluster client's routing
+	cmd.SetFirstKeyPos(3) // as go-redis's Eval, EvalSha and FCall do, for a cluster client's routing
 	if g != nil {
 		g.cmd = cmd
 	}
@@ -203,15 +233,28 @@ func notRun(err error) bool {
 	return false
 }
 
-// run executes one script with EVALSHA and, when the server does not know it (NOSCRIPT), once more
-// with EVAL, which also caches it. EVAL goes where the keys live, like EVALSHA; SCRIPT LOAD would go
-// to every node of a cluster and fail while any one of them is down. A call of a script that
-// changes the queue fails with an error wrapping ErrReplyLost when it was sent and its reply did
-// not come (sendOnce).
+// run executes one script: with FCALL where the engine runs functions (functions.go), else with
+// EVALSHA. When the server lacks the library, run loads it there and calls the function again;
+// when it lacks the script (NOSCRIPT) or still lacks the function, run sends the call once more
+// with EVAL, which also caches the script. EVAL goes where the keys live, like EVALSHA; SCRIPT
+// LOAD would go to every node of a cluster and fail while any one of them is down. A call of a
+// script that changes the queue fails with an error wrapping ErrReplyLost when it was sent and
+// its reply did not come (sendOnce).
 func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
-	res, err := e.send(ctx, s, false, args)
+	f := e.stored(true)
+	loads := e.fn.loads.Load()
+	res, err := e.send(ctx, s, f, args)
+	if f == formFunction {
+		e.observe(err)
+		if isFunctionMissing(err) && e.reload(ctx, loads) == nil && e.fn.mode.Load() != fnOff {
+			res, err = e.send(ctx, s, formFunction, args) // a new command, with a sendOnce of its own
+		}
+		if isFunctionRefused(err) || (isFunctionMissing(err) && e.fn.mode.Load() == fnOff) {
+			res, err = e.send(ctx, s, formSHA, args) // it did not run
+		}
+	}
 	if isNoScript(err) {
-		res, err = e.send(ctx, s, true, args) // a new command, with a sendOnce of its own
+		res, err = e.send(ctx, s, formSource, args)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("srq: %s: %w", s.name, err)
@@ -219,44 +262,64 @@ func (e *Engine) run(ctx context.Context, s *script, args ...any) (any, error) {
 	return res, nil
 }
 
-// send sends one call of s, by its SHA or (eval) its source.
-func (e *Engine) send(ctx context.Context, s *script, eval bool, args []any) (any, error) {
-	cmd, g := e.command(ctx, s, eval, args)
+// send sends one call of s in the form f.
+func (e *Engine) send(ctx context.Context, s *script, f form, args []any) (any, error) {
+	cmd, g := e.commandAs(ctx, s, f, args)
 	_ = e.client.Process(ctx, cmd) // its error is cmd's
 	res, err := cmd.Result()
 	return res, g.lost(err)
 }
 
-// runPipelined executes several scripts in one round trip. A call that failed with NOSCRIPT did
-// not run, so those are sent again, once, with EVAL (see run). Results come back in call order;
-// the error is the first call's error, if any.
+// runPipelined executes several scripts in one round trip. Calls that did not run because the
+// server lacks the library, the script or FCALL are sent again as run sends them: the library is
+// loaded and those calls go once more by function, then the ones still missing go with EVAL.
+// Results come back in call order; the error is the first call's error, if any.
 //
 //lint:ignore U1000 kept for sharded queues; see call.
 func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	guards := make([]*sendOnce, len(calls))
-	send := func(idx []int, eval bool) {
+	send := func(idx []int, f form) {
 		p := e.client.Pipeline()
 		for _, i := range idx {
-			cmds[i], guards[i] = e.command(ctx, calls[i].script, eval, calls[i].args)
+			cmds[i], guards[i] = e.commandAs(ctx, calls[i].script, f, calls[i].args)
 			_ = p.Process(ctx, cmds[i]) // queues it
 		}
 		_, _ = p.Exec(ctx) // pipeline errors are per command
+	}
+	// missing returns the calls of idx that did not run for want of what pred names.
+	missing := func(idx []int, pred func(error) bool) []int {
+		var out []int
+		for _, i := range idx {
+			if pred(cmds[i].Err()) {
+				out = append(out, i)
+			}
+		}
+		return out
 	}
 	all := make([]int, len(calls))
 	for i := range all {
 		all[i] = i
 	}
-	send(all, false)
-
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, i)
+	f := e.stored(true)
+	loads := e.fn.loads.Load()
+	send(all, f)
+	if f == formFunction {
+		for _, cmd := range cmds {
+			e.observe(cmd.Err())
+		}
+		if again := missing(all, isFunctionMissing); len(again) > 0 && e.reload(ctx, loads) == nil &&
+			e.fn.mode.Load() != fnOff {
+			send(again, formFunction)
+		}
+		if again := missing(all, func(err error) bool {
+			return isFunctionRefused(err) || (e.fn.mode.Load() == fnOff && isFunctionMissing(err))
+		}); len(again) > 0 {
+			send(again, formSHA)
 		}
 	}
-	if len(again) > 0 {
-		send(again, true)
+	if again := missing(all, isNoScript); len(again) > 0 {
+		send(again, formSource)
 	}
 
 	out := make([]any, len(calls))
@@ -271,6 +334,9 @@ func (e *Engine) runPipelined(ctx context.Context, calls []call) ([]any, error) 
 	return out, first
 }
 
+// isNoScript says whether err is the answer of a server that did not run a call for want of its
+// script (NOSCRIPT), of the library's function, or of FCALL itself: the call can go again, in
+// another form.
 func isNoScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+	return err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isFunctionMissing(err) || isFunctionRefused(err))
 }

@@ -38,7 +38,7 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	e, err := New(c, Config{Queue: redistest.Queue(t)})
+	e, err := New(c, Config{Queue: redistest.Queue(t), Scripts: ScriptsEval}) // the EVALSHA path
 	if err != nil {
 		t.Fatal(err)
 	}

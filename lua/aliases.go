@@ -23,6 +23,13 @@ var aliasLine = regexp.MustCompile(`(?m)^local ([A-Z][A-Z0-9_]*(?:, [A-Z][A-Z0-9
 // name declared again in another way (a parameter, a local of its own) becomes an entry there,
 // which Lua refuses to load; every test that loads the scripts would report it.
 func inlineAliases(src string) string {
+	src, entry := aliasEntries(src)
+	return replaceWords(src, entry)
+}
+
+// aliasEntries drops the key alias lines of src and returns the rest, with the entry each dropped
+// name stands for.
+func aliasEntries(src string) (string, map[string]string) {
 	entry := map[string]string{}
 	src = aliasLine.ReplaceAllStringFunc(src, func(line string) string {
 		m := aliasLine.FindStringSubmatch(line)
@@ -35,6 +42,11 @@ func inlineAliases(src string) string {
 		}
 		return ""
 	})
+	return src, entry
+}
+
+// replaceWords writes entry[w] for every word w of src that entry has.
+func replaceWords(src string, entry map[string]string) string {
 	if len(entry) == 0 {
 		return src
 	}

@@ -8,8 +8,9 @@
 // script cannot reach (shake.go): each one kept costs every call of the script a closure. The key
 // names common.lua gives to KEYS entries are then replaced by the entries (aliases.go), so no
 // helper captures them, and the helpers a script names in "-- @cold" lines are made only at their
-// first use in a call (cold.go). The engine package loads the expanded scripts; this package is
-// not a stable API.
+// first use in a call (cold.go). Library builds one Redis Functions library of all the scripts
+// from the same files, with the helpers defined once per load (library.go). The engine package
+// loads the expanded scripts or the library; this package is not a stable API.
 package lua
 
 import (

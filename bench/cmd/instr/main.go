@@ -3,8 +3,9 @@
 // change to the scripts can be judged by a difference of 1 %, where timings on the same machine
 // wander by tens of percent between runs (docs/benchmarks.md, section 6.2).
 //
-//	go run ./bench/cmd/instr                      # every workload
+//	go run ./bench/cmd/instr                      # every workload, with EVALSHA and with functions
 //	go run ./bench/cmd/instr -workload ackfetch   # one
+//	go run ./bench/cmd/instr -scripts function    # only with functions (engine.Config.Scripts)
 //
 // It needs valgrind and a redis-server binary. For each workload it starts its own redis-server
 // under callgrind on a free loopback port, seeds a queue, warms up, zeroes the counters
@@ -28,6 +29,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/internal/redistest"
 )
 
@@ -43,6 +45,7 @@ func main() {
 	which := flag.String("workload", "all", "one of "+strings.Join(workloadNames(), ", ")+", or all")
 	calls := flag.Int("calls", 0, "measured steps per workload, tasks for those that count tasks (0: the workload's default)")
 	keep := flag.String("keep", "", "a directory to keep the callgrind files in (for callgrind_annotate)")
+	modes := flag.String("scripts", "eval,function", "how the engine runs its scripts (engine.ScriptMode), comma-separated: each workload runs in each")
 	flag.Parse()
 
 	var run []workload
@@ -62,24 +65,52 @@ func main() {
 			log.Fatalf("instr: %v (install valgrind and redis-server)", err)
 		}
 	}
+	var ms []engine.ScriptMode
+	for _, m := range strings.Split(*modes, ",") {
+		switch m := engine.ScriptMode(strings.TrimSpace(m)); m {
+		case engine.ScriptsEval, engine.ScriptsFunction:
+			ms = append(ms, m)
+		default:
+			log.Fatalf("instr: unknown -scripts %q (want %q or %q)", m, engine.ScriptsEval, engine.ScriptsFunction)
+		}
+	}
 	ctx := context.Background()
 	for _, w := range run {
 		n := w.calls
 		if *calls > 0 {
 			n = *calls
 		}
-		perTask, scripts, err := measure(ctx, *server, w, n, *keep)
-		if err != nil {
-			log.Fatalf("instr: %s: %v", w.name, err)
+		var first float64
+		for i, m := range ms {
+			if w.modeless && i > 0 {
+				break
+			}
+			// The workloads' engines take their mode from the environment (engine.ScriptsDefault).
+			if err := os.Setenv("SRQ_SCRIPTS", string(m)); err != nil {
+				log.Fatal(err)
+			}
+			perTask, scripts, err := measure(ctx, *server, w, n, *keep, string(m))
+			if err != nil {
+				log.Fatalf("instr: %s (%s): %v", w.name, m, err)
+			}
+			label, ratio := string(m), ""
+			if w.modeless {
+				label = "-"
+			}
+			if i == 0 {
+				first = perTask
+			} else {
+				ratio = fmt.Sprintf(", %.3f × %s", perTask/first, ms[0])
+			}
+			fmt.Printf("%-16s %-8s %9.0f instructions per task%s, %.3f script calls per task (%d %s, %s)\n",
+				w.name, label, perTask, ratio, scripts, n, w.unit, w.about)
 		}
-		fmt.Printf("%-16s %9.0f instructions per task, %.3f script calls per task (%d %s, %s)\n",
-			w.name, perTask, scripts, n, w.unit, w.about)
 	}
 }
 
 // measure runs workload w for calls calls on a redis-server of its own under callgrind and
 // returns the server's instructions per task and the script calls per task (INFO commandstats).
-func measure(ctx context.Context, server string, w workload, calls int, keep string) (perTask, scripts float64, err error) {
+func measure(ctx context.Context, server string, w workload, calls int, keep, mode string) (perTask, scripts float64, err error) {
 	dir, err := os.MkdirTemp("", "srq-instr-")
 	if err != nil {
 		return 0, 0, err
@@ -127,21 +158,22 @@ func measure(ctx context.Context, server string, w workload, calls int, keep str
 		return 0, 0, err
 	}
 	if keep != "" {
-		if err := copyFile(dump, filepath.Join(keep, "callgrind."+w.name+".out")); err != nil {
+		if err := copyFile(dump, filepath.Join(keep, "callgrind."+w.name+"."+mode+".out")); err != nil {
 			return 0, 0, err
 		}
 	}
 	return float64(total) / float64(tasks), float64(evals) / float64(tasks), nil
 }
 
-// scriptCalls returns the server's script calls so far (EVALSHA and EVAL) from INFO commandstats.
+// scriptCalls returns the server's script calls so far (EVALSHA, EVAL, FCALL and FCALL_RO) from
+// INFO commandstats.
 func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
 	info, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, err
 	}
 	st := redistest.ParseCommandStats(info)
-	return st["evalsha"].Calls + st["eval"].Calls, nil
+	return st["evalsha"].Calls + st["eval"].Calls + st["fcall"].Calls + st["fcall_ro"].Calls, nil
 }
 
 // readTotal returns the instructions a callgrind dump counted (its "summary:" line).

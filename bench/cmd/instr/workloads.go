@@ -28,6 +28,9 @@ type workload struct {
 	calls int    // default
 	unit  string // what calls counts: "steps", or "tasks" for a workload that runs on its own
 	run   runFunc
+	// modeless: the workload calls Lua of its own, not the engine, so the engine's mode
+	// (-scripts) changes nothing and it runs once.
+	modeless bool
 }
 
 type runFunc func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(op string) error) (int, error)
@@ -45,11 +48,11 @@ var workloads = []workload{
 	{name: "producers8-alone", about: "8 producers at once, one task per Publish each, every call alone", calls: 50, unit: "steps", run: parallelPublishWorkload(1)},
 	{name: "publish100", about: "batches of 100, 100 partitions", calls: 40, unit: "steps", run: publishWorkload(100)},
 	// What a script's helper definitions cost per call: defs-<script> less defs-none.
-	{name: "defs-none", about: "return 1 with the scripts' 15 keys and key base, the bare call", calls: 400, unit: "calls", run: definitionsWorkload("")},
-	{name: "defs-publish", about: "publish.lua's prologue (lua.Prologue), then return 1", calls: 400, unit: "calls", run: definitionsWorkload("publish")},
-	{name: "defs-ack", about: "ack.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack")},
-	{name: "defs-fetch", about: "fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("fetch")},
-	{name: "defs-ackfetch", about: "ack_fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack_fetch")},
+	{name: "defs-none", about: "return 1 with the scripts' 15 keys and key base, the bare call", calls: 400, unit: "calls", run: definitionsWorkload(""), modeless: true},
+	{name: "defs-publish", about: "publish.lua's prologue (lua.Prologue), then return 1", calls: 400, unit: "calls", run: definitionsWorkload("publish"), modeless: true},
+	{name: "defs-ack", about: "ack.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack"), modeless: true},
+	{name: "defs-fetch", about: "fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("fetch"), modeless: true},
+	{name: "defs-ackfetch", about: "ack_fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack_fetch"), modeless: true},
 }
 
 func workloadNames() []string {

@@ -92,7 +92,7 @@ func TestMeasureServerFailsToStart(t *testing.T) {
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := measure(context.Background(), "redis-server", workloads[0], 1, "")
+		_, _, err := measure(context.Background(), "redis-server", workloads[0], 1, "", "eval")
 		done <- err
 	}()
 	select {
