@@ -25,7 +25,7 @@ func BenchmarkConsumeAckFetch(b *testing.B) {
 // BenchmarkAckFetchBatchSize runs one consumer with AckFetch calls of 1, 5, 25 and 100 tasks over
 // 100 unordered partitions; ns per task. The script time per task is a call's fixed cost ÷ n plus
 // a task's own cost, so the sizes tell the two apart: the fixed part is the commands every call
-// runs, defining the helpers and building KEYS and ARGV (docs/benchmarks.md, section 6.1).
+// runs, defining the helpers and building KEYS and ARGV.
 func BenchmarkAckFetchBatchSize(b *testing.B) {
 	for _, n := range []int{1, 5, 25, 100} {
 		b.Run(fmt.Sprintf("n-%d", n), func(b *testing.B) { benchConsume(b, 1, n, true) })
@@ -36,7 +36,7 @@ func BenchmarkAckFetchBatchSize(b *testing.B) {
 // then Fetch) and ConsumeAckFetch/consumers-8 (one AckFetch) do, on an engine that sends every
 // call alone (MaxMerge 1) and on one that merges concurrent calls (the default), side by side in
 // one run: on a machine whose speed drifts, compare the two within a round and alternate rounds
-// with -count (docs/benchmarks.md, section 3.6).
+// with -count.
 func BenchmarkConsumeMerge(b *testing.B) {
 	for _, calls := range []struct {
 		name     string
@@ -55,7 +55,7 @@ func BenchmarkConsumeMerge(b *testing.B) {
 
 // BenchmarkPublishMerge runs 8 producers publishing one task per call at once, on an engine that
 // sends every call alone (MaxMerge 1) and on one that merges concurrent publishes (the default),
-// side by side in one run; ns per task for the group (docs/benchmarks.md, section 3.6).
+// side by side in one run; ns per task for the group.
 func BenchmarkPublishMerge(b *testing.B) {
 	for _, merge := range []struct {
 		name string

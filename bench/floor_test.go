@@ -190,13 +190,13 @@ func floorConsume(b *testing.B, consumers int) {
 	cost.report(b, c, b.N)
 }
 
-// BenchmarkRecordLayout measures what the task record's layout costs a script, to size the packed
-// record of docs/benchmarks.md sections 3.5 and 6: srq's record is a hash read with an 8-field HMGET at
+// BenchmarkRecordLayout measures what the task record's layout costs a script, to size a packed
+// record: srq's record is a hash read with an 8-field HMGET at
 // fetch and written with EXISTS and HSET at publish; a packed string would be one GET and one SET
 // NX. Each script call handles 5 tasks (read, as a fetch does after its ZRANGE) or 100 (write, as a
 // batch publish does); compare redis-µs/task of hash and string. srq is not involved. The read
-// returns a table per task, as fetch.lua did when the figures of docs/benchmarks.md section 3.5
-// were taken (it now appends a task's values to one flat list); both layouts pay it alike.
+// returns a table per task, as fetch.lua once did (it now appends a task's values to one flat list); both
+// layouts pay it alike.
 func BenchmarkRecordLayout(b *testing.B) {
 	const read = `
 local out = {}

@@ -19,7 +19,7 @@ import (
 // as one call. Redis runs scripts one at a time, so a call that waits here would have waited
 // there; merged, the waiting calls share one round trip and one script's fixed cost (the script's
 // setup, the clock, the partition indexes, the counters), which is most of what a call of a few
-// tasks costs (docs/benchmarks.md, section 3.6).
+// tasks costs (BenchmarkConsumeMerge, BenchmarkPublishMerge in bench/).
 //
 // A merged call is the calls run one after the other in their order of arrival, all acks first:
 // each caller gets the results its own call would have had at that point. A caller whose context
@@ -41,7 +41,7 @@ const (
 // mergeInFlight is the most merged calls of one merger in flight at once. With one, Redis would
 // sit idle while a call's reply travels back and the next call travels there; with two, one of
 // them is usually running while the other travels. More make the calls smaller and, measured on
-// 2 cores (docs/benchmarks.md, section 3.6), no faster.
+// 2 cores (BenchmarkConsumeMerge), no faster.
 const mergeInFlight = 2
 
 // op is one caller's Ack, fetch, AckFetch or Publish, as a merged call carries it.

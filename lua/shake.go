@@ -7,7 +7,7 @@ import (
 
 // Every helper an include defines is a closure that Redis creates anew on each call of the script,
 // with an object for each local it captures: defining all of common.lua's 41 helpers costs about
-// 10 µs per call, more than many scripts' own work (docs/benchmarks.md §6). So a script keeps only
+// 10 µs per call, more than many scripts' own work. So a script keeps only
 // the helpers it can reach: its own code, the includes' other top-level statements, and, to a fixed
 // point, every helper whose name occurs as a word in what is kept. The scan is textual, so it can
 // only keep too much (a name in a comment or a string), never too little; where it could misread

@@ -18,7 +18,7 @@ import (
 // A fetch that begins while another is under way is told so (begin), and waits until it holds
 // half of all slots, or the other returns (runner.fetchFree): two calls in flight keep Redis busy,
 // and the second one waiting for half the slots keeps them large, where taking whatever was free
-// at once made them small (docs/benchmarks.md, section 3.7).
+// at once made them small.
 type shardFetchers struct {
 	eng      *engine.Engine
 	mu       sync.Mutex

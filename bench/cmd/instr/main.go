@@ -1,7 +1,7 @@
 // Command instr counts the instructions redis-server executes per task for srq's hot calls,
 // under valgrind's callgrind. Instruction counts do not drift with a shared VM's speed, so a
 // change to the scripts can be judged by a difference of 1 %, where timings on the same machine
-// wander by tens of percent between runs (docs/benchmarks.md, section 6.2).
+// wander by tens of percent between runs.
 //
 //	go run ./bench/cmd/instr                      # every workload, with EVALSHA and with functions
 //	go run ./bench/cmd/instr -workload ackfetch   # one
