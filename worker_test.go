@@ -189,6 +189,7 @@ func testOrderedHistory(t *testing.T, parts, each int) {
 
 func TestLongHandlerKeepsItsLease(t *testing.T) {
 	t.Parallel()
+	redistest.SharedReal(t, "leases of a second or less, which the extender cannot keep on the embedded Redis under -race")
 	ctx := testCtx(t)
 	q, _ := newQueue[int](t, srq.QueueConfig{})
 	if _, err := q.Publish(ctx, 1, nil); err != nil {
@@ -354,6 +355,7 @@ func TestLostLeaseStopsTheUnit(t *testing.T) {
 // make the worker forget the other.
 func TestTaskHeldAgainWhileItsOldHandlerRuns(t *testing.T) {
 	t.Parallel()
+	redistest.SharedReal(t, "leases of a second or less, which the extender cannot keep on the embedded Redis under -race")
 	ctx := testCtx(t)
 	q, _ := newQueue[int](t, srq.QueueConfig{})
 	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "t"}); err != nil {
