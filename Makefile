@@ -4,13 +4,17 @@ GO ?= go
 # deadline exceeded" when a -fuzztime duration ends (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 5000x
 
-.PHONY: test test-race bench instr lint quickstart fuzz
+.PHONY: test test-race test-embedded bench instr lint quickstart fuzz
 
 test:
 	$(GO) test ./...
 
 test-race:
 	$(GO) test -race ./...
+
+# The tests on the embedded Redis, as on a machine without redis-server (internal/redistest).
+test-embedded:
+	SRQ_TEST_BACKEND=embedded $(GO) test -race ./...
 
 # Benchmarks: compare ratios inside one run; state the machine with every figure.
 bench:

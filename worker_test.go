@@ -127,6 +127,8 @@ func testOrderedHistory(t *testing.T, parts, each int) {
 	if testing.Short() {
 		parts, each = min(parts, 100), min(each, 20)
 	}
+	// On the embedded Redis, 50,000 tasks take minutes under -race.
+	parts, each = redistest.Size(t, parts, min(parts, 100)), redistest.Size(t, each, min(each, 20))
 	ctx := testCtx(t)
 	q, _ := newQueue[int](t, srq.QueueConfig{})
 	for i := 0; i < each; i++ {
@@ -187,6 +189,7 @@ func testOrderedHistory(t *testing.T, parts, each int) {
 
 func TestLongHandlerKeepsItsLease(t *testing.T) {
 	t.Parallel()
+	redistest.SharedReal(t, "leases of a second or less, which the extender cannot keep on the embedded Redis under -race")
 	ctx := testCtx(t)
 	q, _ := newQueue[int](t, srq.QueueConfig{})
 	if _, err := q.Publish(ctx, 1, nil); err != nil {
@@ -352,6 +355,7 @@ func TestLostLeaseStopsTheUnit(t *testing.T) {
 // make the worker forget the other.
 func TestTaskHeldAgainWhileItsOldHandlerRuns(t *testing.T) {
 	t.Parallel()
+	redistest.SharedReal(t, "leases of a second or less, which the extender cannot keep on the embedded Redis under -race")
 	ctx := testCtx(t)
 	q, _ := newQueue[int](t, srq.QueueConfig{})
 	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "t"}); err != nil {

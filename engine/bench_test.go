@@ -167,9 +167,7 @@ type benchQueue struct {
 func newBenchQueue(tb testing.TB, name string, cfg Config, count int, ordered bool) *benchQueue {
 	tb.Helper()
 	srv := redistest.Shared(tb)
-	if !srv.Real() {
-		tb.Skip("needs a real Redis (redis-server on PATH or REDIS_URL)")
-	}
+	srv.NeedReal(tb, "its Lua and its statistics are Redis's")
 	// Seeding sends 1,000 tasks a call; on a busy machine that can outlast go-redis's 3s default.
 	opt := srv.Options()
 	opt.ReadTimeout, opt.WriteTimeout = 30*time.Second, 30*time.Second
@@ -382,9 +380,7 @@ func TestFetchCostIndependentOfPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 100,000 partitions")
 	}
-	if !redistest.Shared(t).Real() {
-		t.Skip("needs a real Redis: Redis time comes from INFO commandstats")
-	}
+	redistest.SharedReal(t, "Redis time comes from INFO commandstats")
 	const (
 		emptyFetches = 500
 		readyParts   = 10

@@ -34,9 +34,7 @@ func TestIndexesAreSkiplists(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, Config{})
-			if !b.server.Real() {
-				t.Skip("the embedded Redis has no encodings (OBJECT ENCODING)")
-			}
+			b.server.NeedReal(t, "OBJECT ENCODING, which the embedded Redis lacks")
 			b.publish(tc.msgs...)
 			k := b.eng.Keys()
 			if tc.rejectFirst {
@@ -85,9 +83,7 @@ func TestIndexesAreSkiplists(t *testing.T) {
 func TestLeasesConvert(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
-	if !b.server.Real() {
-		t.Skip("the embedded Redis has no encodings (OBJECT ENCODING)")
-	}
+	b.server.NeedReal(t, "OBJECT ENCODING, which the embedded Redis lacks")
 	k := b.eng.Keys()
 	want := func(step, zset, hash string, leased int) {
 		t.Helper()
@@ -157,9 +153,7 @@ func TestRecoverReencodes(t *testing.T) {
 		t.Run(fmt.Sprintf("%d leased", leased), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, Config{})
-			if !b.server.Real() {
-				t.Skip("the embedded Redis has no encodings (OBJECT ENCODING)")
-			}
+			b.server.NeedReal(t, "OBJECT ENCODING, which the embedded Redis lacks")
 			k := b.eng.Keys()
 			msgs := make([]Message, 20)
 			for i := range msgs {

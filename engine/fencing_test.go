@@ -47,9 +47,7 @@ func TestTokensAfterLostWrites(t *testing.T) {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, Config{})
-			if !b.server.Real() {
-				t.Skip("the embedded Redis cannot DUMP and RESTORE hashes and sorted sets")
-			}
+			b.server.NeedReal(t, "DUMP and RESTORE of hashes and sorted sets, which the embedded Redis lacks")
 			b.publish(Message{ID: "a", Partition: p})
 			snap := b.snapshot()
 			old := b.fetch("old", 1)

@@ -275,8 +275,8 @@ func TestFlowFanIn10000(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a fan-in of 10,000 steps")
 	}
-	b := setup(t, Config{})
-	const n = 10_000
+	b := setupBig(t, Config{})
+	n := b.server.Size(t, 10_000, 2000) // still more than one part of the publish
 	steps := make([]FlowStep, 0, n+1)
 	join := b.step("join")
 	for i := range n {

@@ -38,6 +38,28 @@ func setup(t *testing.T, cfg Config) *bundle {
 	return &bundle{t: t, ctx: ctx, client: c, eng: e, server: srv}
 }
 
+// setupBig is setup for a test whose calls run scripts over thousands of tasks: on the embedded
+// Redis, which runs a script in Go in this process (under -race for seconds), its client waits a
+// minute for a reply instead of go-redis's 3 seconds, and its context lasts 3 minutes.
+func setupBig(t *testing.T, cfg Config) *bundle {
+	t.Helper()
+	b := setup(t, cfg)
+	if b.server.Real() {
+		return b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	b.ctx = ctx
+	b.client = b.server.ClientWith(t, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = time.Minute, time.Minute })
+	cfg.Queue = b.eng.cfg.Queue
+	e, err := New(b.client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.eng = e
+	return b
+}
+
 // publish adds msgs and fails the test on any error or duplicate.
 func (b *bundle) publish(msgs ...Message) []string {
 	b.t.Helper()

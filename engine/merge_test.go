@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"sync"
@@ -280,13 +281,23 @@ func TestMergeNext(t *testing.T) {
 	}
 }
 
+// errNoServer is the error of every dial of a noServer client.
+var errNoServer = errors.New("no server: this client never connects")
+
+// noServer returns a client whose every dial fails at once with errNoServer, without a network
+// dial, closed when t ends.
+func noServer(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: "no-server:6379", MaxRetries: -1,
+		Dialer: func(context.Context, string, string) (net.Conn, error) { return nil, errNoServer }})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // TestMergedCallFailureReachesEveryCaller: when a merged call fails, every caller in it gets the
 // error, for acks and fetches and for publishes.
 func TestMergedCallFailureReachesEveryCaller(t *testing.T) {
 	t.Parallel()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { _ = client.Close() })
-	e, err := New(client, Config{Queue: "q"})
+	e, err := New(noServer(t), Config{Queue: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,9 +422,8 @@ func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // (lead sends it, other is in it) with one more fetch (next) waiting behind it.
 func hookedBatch(t *testing.T, hook redis.Hook) (e *Engine, lead, other, next *op) {
 	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	client := noServer(t)
 	client.AddHook(hook)
-	t.Cleanup(func() { _ = client.Close() })
 	e, err := New(client, Config{Queue: "q"})
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,8 @@ func modelSeed(t *testing.T) uint64 {
 	return rand.Uint64()
 }
 
-// modelSteps returns SRQ_MODEL_STEPS when set, else 3000, or 300 under -short.
+// modelSteps returns SRQ_MODEL_STEPS when set, else 3000, or 300 under -short or on the embedded
+// Redis (where a variant of 3000 steps takes minutes under -race).
 func modelSteps(t *testing.T) int {
 	if s := os.Getenv("SRQ_MODEL_STEPS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -97,7 +98,7 @@ func modelSteps(t *testing.T) int {
 	if testing.Short() {
 		return 300
 	}
-	return 3000
+	return redistest.Size(t, 3000, 300)
 }
 
 // The partitions the random operations use.

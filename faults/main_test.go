@@ -28,14 +28,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain())
 	}
-	// go-redis logs every failed dial while a test has Redis down on purpose.
-	redis.SetLogger(discardLogger{})
-	redistest.Main(m)
+	redistest.Main(m) // it silences go-redis, which logs every failed dial while Redis is down
 }
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(context.Context, string, ...any) {}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -60,11 +54,7 @@ func newRand(t *testing.T) *rand.Rand {
 // embedded Redis is available (redistest fails the test instead under CI).
 func realServer(t *testing.T, args ...string) *redistest.Server {
 	t.Helper()
-	srv := redistest.Start(t, args...)
-	if !srv.Real() {
-		t.Skip("fault tests need a redis-server process")
-	}
-	return srv
+	return redistest.StartReal(t, "a process to stop, pause, kill or restart", args...)
 }
 
 func testCtx(t *testing.T, d time.Duration) context.Context {

@@ -100,7 +100,7 @@ func TestTLSFlags(t *testing.T) {
 	srv, err := redistest.StartProcess("--tls-port", strconv.Itoa(port), "--tls-cert-file", pki.serverCert,
 		"--tls-key-file", pki.serverKey, "--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "yes")
 	if err != nil {
-		t.Skipf("no redis-server with TLS here (TestTLSConfigFromFlags checks the configuration): %v", err)
+		redistest.Skip(t, err.Error(), "a redis-server with TLS (TestTLSConfigFromFlags checks the configuration)")
 	}
 	t.Cleanup(srv.Stop)
 	url := "rediss://127.0.0.1:" + strconv.Itoa(port) + "?max_retries=-1&dial_timeout=5s"

@@ -67,8 +67,8 @@ type clusterShard struct {
 func (s clusterShard) firstSlot() int { return s.slots[0][0] }
 
 // StartCluster gives tb a Redis Cluster of its own with 3 masters and 1 replica each, stopped when
-// tb ends. It skips tb when redis-server or redis-cli is missing and CI is unset; otherwise a
-// failure to start fails tb.
+// tb ends. It skips tb when SRQ_TEST_BACKEND=embedded, or when redis-server or redis-cli is
+// missing and CI is unset; otherwise a failure to start fails tb.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
 	return StartClusterWith(tb, ClusterOptions{})
@@ -77,6 +77,7 @@ func StartCluster(tb testing.TB) *Cluster {
 // StartClusterWith is StartCluster with options.
 func StartClusterWith(tb testing.TB, opt ClusterOptions) *Cluster {
 	tb.Helper()
+	skipForcedEmbedded(tb, "a Redis Cluster of redis-server processes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := NewCluster(ctx, opt)
@@ -88,12 +89,22 @@ func StartClusterWith(tb testing.TB, opt ClusterOptions) *Cluster {
 }
 
 // skipOrFail skips tb when err says a binary is missing and CI is unset, and fails it otherwise.
+// Skips are counted in Main's summary.
 func skipOrFail(tb testing.TB, err error) {
 	tb.Helper()
 	if errors.Is(err, exec.ErrNotFound) && os.Getenv("CI") == "" {
-		tb.Skipf("%v (install the redis-server package to run this test)", err)
+		Skip(tb, err.Error(), "redis-server processes (install the redis-server package to run it)")
 	}
 	tb.Fatal(err)
+}
+
+// skipForcedEmbedded skips tb, which needs redis-server processes, when BackendEnv asks for the
+// embedded Redis.
+func skipForcedEmbedded(tb testing.TB, what string) {
+	tb.Helper()
+	if chosen().forced {
+		Skip(tb, embeddedReason(), what)
+	}
 }
 
 // NewCluster starts a Redis Cluster: it starts the processes in parallel, joins them with
@@ -757,10 +768,11 @@ var sharedCluster struct {
 // SharedCluster returns the Redis Cluster the whole test binary shares (3 masters, 1 replica
 // each), started on first use and stopped by Main. Tests on it use queues of their own (Queue)
 // and must not call Failover; those start their own with StartCluster. Like StartCluster it skips
-// tb without redis-server or redis-cli unless CI is set, and fails tb when the cluster does not
+// tb with SRQ_TEST_BACKEND=embedded, or without redis-server or redis-cli unless CI is set, and fails tb when the cluster does not
 // start.
 func SharedCluster(tb testing.TB) *Cluster {
 	tb.Helper()
+	skipForcedEmbedded(tb, "a Redis Cluster of redis-server processes")
 	sharedCluster.Lock()
 	defer sharedCluster.Unlock()
 	if sharedCluster.c == nil && sharedCluster.err == nil {

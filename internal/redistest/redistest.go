@@ -1,7 +1,20 @@
 // Package redistest gives tests a Redis: their own redis-server on a free loopback port, the one
-// named by REDIS_URL, or, when no redis-server binary exists and CI is unset, an embedded
-// miniredis. It never flushes a server it did not start: tests isolate themselves with a unique
-// queue name each (Queue).
+// named by REDIS_URL, or an embedded miniredis. It never flushes a server it did not start: tests
+// isolate themselves with a unique queue name each (Queue).
+//
+// The backend. By default tests get a redis-server process (Shared: the server REDIS_URL names,
+// when set); when no redis-server is on PATH and CI is unset they fall back to the embedded Redis,
+// and under CI a missing redis-server fails them. SRQ_TEST_BACKEND (BackendEnv) forces the choice:
+// SRQ_TEST_BACKEND=embedded gives every test the embedded Redis (and starts no redis-server,
+// cluster or sentinel, whatever PATH, REDIS_URL and CI say), SRQ_TEST_BACKEND=redis-server
+// requires a redis-server process even with CI unset.
+//
+// On the embedded Redis, a test that needs a redis-server (its statistics, a process to stop, a
+// cluster) skips, saying why (StartReal, NeedReal, Skip), and a heavy test runs at a smaller size
+// (Size), logging both sizes. Main prints one line for each package where that happened, such as
+// "…/faults: on the embedded Redis (no redis-server on PATH; …): 13 tests skipped", so that
+// "go test ./..." says what did not run without -v. Main also silences go-redis's logger, whose
+// failed dials tests provoke on purpose.
 package redistest
 
 import (
@@ -10,7 +23,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -71,13 +83,27 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 	return c
 }
 
+// ClientWith returns a new client for s with its options changed by tweak, closed when tb ends.
+func (s *Server) ClientWith(tb testing.TB, tweak func(*redis.Options)) *redis.Client {
+	tb.Helper()
+	opt := s.Options()
+	tweak(opt)
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // Real reports whether s is a real Redis (not the embedded one).
 func (s *Server) Real() bool { return s.Kind != KindMiniredis }
 
 // StartProcess starts a redis-server on a free loopback port in a new temporary directory, with no
 // persistence unless args ask for it; args are appended to the command line. It fails when no
-// redis-server binary is on PATH.
+// redis-server binary is on PATH (with an error wrapping exec.ErrNotFound), and when BackendEnv
+// asks for the embedded Redis.
 func StartProcess(args ...string) (*Server, error) {
+	if chosen().forced {
+		return nil, fmt.Errorf("redistest: %s=embedded: no redis-server is started", BackendEnv)
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: no redis-server on PATH: %w", err)
@@ -203,32 +229,51 @@ func (s *Server) Stop() {
 }
 
 // Start gives tb a Redis of its own, stopped when tb ends: a new redis-server, or the embedded one
-// when no binary exists and CI is unset. Under CI a missing redis-server fails tb.
+// (see the package doc for the choice). It fails tb when the chosen backend cannot start.
 func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	s, err := StartProcess(args...)
+	var s *Server
+	var err error
+	switch b := chosen(); {
+	case b.err != nil:
+		err = b.err
+	case b.embedded:
+		s, err = startEmbedded()
+	default:
+		s, err = StartProcess(args...)
+	}
 	if err != nil {
-		if os.Getenv("CI") != "" || !errors.Is(err, exec.ErrNotFound) {
-			tb.Fatalf("redistest: %v", err)
-		}
-		s = &Server{Kind: KindMiniredis, mini: miniredis.NewMiniRedis()}
-		if err := s.mini.Start(); err != nil {
-			tb.Fatalf("redistest: start miniredis: %v", err)
-		}
-		s.Addr = s.mini.Addr()
+		tb.Fatalf("redistest: %v", err)
 	}
 	tb.Cleanup(s.Stop)
 	return s
 }
 
+// startEmbedded starts an embedded Redis.
+func startEmbedded() (*Server, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("start miniredis: %w", err)
+	}
+	return &Server{Addr: m.Addr(), Kind: KindMiniredis, mini: m}, nil
+}
+
 // StartReal is Start for a test that needs a redis-server process (its statistics, its blocked
-// clients, a process to stop): on the embedded fallback it skips tb, saying why it needs one.
+// clients, a process to stop): on the embedded Redis it skips tb, saying why it needs one, and
+// counts it in Main's summary.
 func StartReal(tb testing.TB, why string, args ...string) *Server {
 	tb.Helper()
 	s := Start(tb, args...)
-	if !s.Real() {
-		tb.Skip("needs a real redis-server: " + why)
-	}
+	s.NeedReal(tb, why)
+	return s
+}
+
+// SharedReal is Shared for a test that needs a real Redis: on the embedded one it skips tb as
+// StartReal does.
+func SharedReal(tb testing.TB, why string) *Server {
+	tb.Helper()
+	s := Shared(tb)
+	s.NeedReal(tb, why)
 	return s
 }
 
@@ -238,10 +283,10 @@ var shared struct {
 	err error
 }
 
-// Shared returns the Redis the whole test binary shares: the one REDIS_URL names, else a
-// redis-server started on first use and stopped by Main, else (no binary, CI unset) the embedded
-// one. SRQ_TEST_REDIS=miniredis picks the embedded one on purpose, to check it stays usable as the
-// zero-setup backend. Tests on it isolate themselves with Queue; none may flush it.
+// Shared returns the Redis the whole test binary shares: the embedded one when BackendEnv asks
+// for it, else the one REDIS_URL names, else a redis-server started on first use and stopped by
+// Main, else (no binary, CI unset) the embedded one. Tests on it isolate themselves with Queue;
+// none may flush it.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	shared.Lock()
@@ -256,27 +301,21 @@ func Shared(tb testing.TB) *Server {
 }
 
 func startShared() (*Server, error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
+	b := chosen()
+	if url := os.Getenv("REDIS_URL"); url != "" && !b.forced {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
 		return &Server{Addr: opt.Addr, Kind: KindURL, URL: url}, nil
 	}
-	if os.Getenv("SRQ_TEST_REDIS") != "miniredis" {
-		s, err := StartProcess()
-		if err == nil {
-			return s, nil
-		}
-		if os.Getenv("CI") != "" || !errors.Is(err, exec.ErrNotFound) {
-			return nil, fmt.Errorf("%w (CI needs a real redis-server: install it or set REDIS_URL)", err)
-		}
+	switch {
+	case b.err != nil:
+		return nil, b.err
+	case b.embedded:
+		return startEmbedded()
 	}
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, err
-	}
-	return &Server{Addr: m.Addr(), Kind: KindMiniredis, mini: m}, nil
+	return StartProcess()
 }
 
 // Client returns a client of the shared Redis, closed when tb ends.
@@ -297,9 +336,11 @@ func Queue(tb testing.TB) string {
 	return name + "-" + hex.EncodeToString(b[:])
 }
 
-// Main runs the tests, stops the shared server, and then fails the run if goroutines leaked.
-// Call it from TestMain.
+// Main runs the tests with go-redis's logger silenced, stops the shared servers, prints the
+// summary of the tests that were skipped or ran smaller for want of a redis-server (see the
+// package doc), and then fails the run if goroutines leaked. Call it from TestMain.
 func Main(m *testing.M) {
+	silenceGoRedis()
 	code := m.Run()
 	shared.Lock()
 	if shared.s != nil {
@@ -307,6 +348,9 @@ func Main(m *testing.M) {
 	}
 	shared.Unlock()
 	stopSharedCluster()
+	if lines := summaryLines(packagePath()); len(lines) > 0 {
+		tell(strings.Join(lines, "\n")+"\n", code == 0 && !testing.Verbose())
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

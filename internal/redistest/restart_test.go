@@ -11,9 +11,7 @@ import (
 func TestKillRestartKeepsAcknowledgedWrites(t *testing.T) {
 	t.Parallel()
 	s := Start(t, DurableArgs...)
-	if !s.Real() {
-		t.Skip("needs a redis-server process")
-	}
+	s.NeedReal(t, "a process to kill and restart")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := s.Client(t)

@@ -37,9 +37,10 @@ type Sentinel struct {
 }
 
 // StartSentinel gives tb a Sentinel setup of its own, stopped when tb ends. It skips tb when
-// redis-server is missing and CI is unset; otherwise a failure to start fails tb.
+// SRQ_TEST_BACKEND=embedded, or when redis-server is missing and CI is unset; otherwise a failure to start fails tb.
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
+	skipForcedEmbedded(tb, "a Sentinel setup of redis-server processes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := NewSentinel(ctx)
