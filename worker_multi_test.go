@@ -272,6 +272,7 @@ func (f *fetchCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // serves, and still picks up a task published to any of its queues at once.
 func TestMultiQueueIdleCalls(t *testing.T) {
 	t.Parallel()
+	redistest.SharedReal(t, "blocking pops that wait in the server; the embedded Redis answers a fractional BLPOP its own way")
 	ctx := testCtx(t)
 	const poll, window, queues = 200 * time.Millisecond, 2 * time.Second, 8
 	cfg := srq.WorkerConfig{Concurrency: 4, PollWait: poll, RecoverInterval: time.Hour, Logger: quiet}
