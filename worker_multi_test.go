@@ -101,20 +101,25 @@ func TestMultiQueueWeights(t *testing.T) {
 	t.Logf("ran %v of %d", snap, got)
 }
 
+// queueOn returns a queue of c named after t with suffix, configured by cfg.
+func queueOn[T any](t *testing.T, c redis.UniversalClient, suffix string, cfg srq.QueueConfig) *srq.Queue[T] {
+	t.Helper()
+	cfg.Name = redistest.Queue(t) + suffix
+	q, err := srq.NewQueue[T](c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 // TestMultiQueueFloodedDoesNotStarve: a queue with a large backlog does not hold up another
 // queue's tasks: those published while the flood runs are all done long before it drains.
 func TestMultiQueueFloodedDoesNotStarve(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	c := redistest.Client(t)
-	flood, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "flood"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	flood := queueOn[int](t, c, "flood", srq.QueueConfig{})
+	other := queueOn[string](t, c, "other", srq.QueueConfig{})
 	const backlog, few = 5000, 20
 	publishN(t, ctx, flood, backlog, func(i int) int { return i }, srq.PublishOpts{})
 	var flooded, others atomic.Int64
@@ -163,14 +168,8 @@ func TestMultiQueueOrderedPartition(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	c := redistest.Client(t)
-	ordered, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "ord"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	noise, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "noise", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ordered := queueOn[int](t, c, "ord", srq.QueueConfig{})
+	noise := queueOn[string](t, c, "noise", srq.QueueConfig{Shards: 2})
 	const n = 300
 	publishN(t, ctx, ordered, n, func(i int) int { return i }, srq.PublishOpts{Partition: "user-42", Ordered: true})
 	publishN(t, ctx, noise, 2000, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
@@ -388,14 +387,8 @@ func TestMultiQueueShutdown(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	c := redistest.Client(t)
-	qa, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	qa := queueOn[int](t, c, "a", srq.QueueConfig{})
+	qb := queueOn[string](t, c, "b", srq.QueueConfig{})
 	const n = 200
 	publishN(t, ctx, qa, n, func(i int) int { return i }, srq.PublishOpts{})
 	publishN(t, ctx, qb, n, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
@@ -439,14 +432,8 @@ func TestMultiQueueRunOnce(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	c := redistest.Client(t)
-	qa, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t) + "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := srq.NewQueue[string](c, srq.QueueConfig{Name: redistest.Queue(t) + "b", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	qa := queueOn[int](t, c, "a", srq.QueueConfig{})
+	qb := queueOn[string](t, c, "b", srq.QueueConfig{Shards: 2})
 	publishN(t, ctx, qa, 3, func(i int) int { return i }, srq.PublishOpts{})
 	publishN(t, ctx, qb, 3, func(i int) string { return fmt.Sprint(i) }, srq.PublishOpts{})
 	var a, b atomic.Int64

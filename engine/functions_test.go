@@ -200,44 +200,6 @@ func publishArgsOf(msgs ...Message) []any {
 	return args
 }
 
-// TestFireAfterFunctionFlush is TestFireAfterNoScript for the function path: the tick is
-// published once after the server lost the library.
-func TestFireAfterFunctionFlush(t *testing.T) {
-	t.Parallel()
-	srv := redistest.StartReal(t, "FUNCTION FLUSH of a server of its own")
-	c := srv.Client(t)
-	e, err := New(c, Config{Queue: redistest.Queue(t), Scripts: ScriptsFunction})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := e.PutSchedule(ctx, &ScheduleDef{Name: "s", ScheduleTiming: ScheduleTiming{Every: time.Second}, Task: &Message{}}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	var fired []FiredTick
-	for len(fired) == 0 && time.Now().Before(deadline) {
-		if err := c.FunctionFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		res, err := e.FireSchedules(ctx, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fired = res.Fired
-		if len(fired) == 0 {
-			time.Sleep(min(res.Wait, time.Second) + time.Millisecond) // the next tick, by the server's clock
-		}
-	}
-	if len(fired) != 1 {
-		t.Fatalf("fired %v", fired)
-	}
-	n, err := c.Exists(ctx, e.keys.Task(fired[0].ID)).Result()
-	if err != nil || n != 1 {
-		t.Errorf("tick %s: task exists %d (%v)", fired[0].ID, n, err)
-	}
-}
-
 // TestFunctionsFallBack: an engine set to use functions runs its scripts with EVALSHA where the
 // server has no FCALL (miniredis) or where an ACL denies FUNCTION LOAD or FCALL.
 func TestFunctionsFallBack(t *testing.T) {

@@ -534,41 +534,52 @@ func TestScheduleShards(t *testing.T) {
 	}
 }
 
-// TestFireAfterNoScript: the server lost its scripts (a restart, SCRIPT FLUSH); the transaction
-// that fires a tick runs the record's update but not the publish, which the firing then sends
-// again: the tick is published once.
+// TestFireAfterNoScript: the server lost its scripts (a restart, SCRIPT FLUSH) or its function
+// library (FUNCTION FLUSH); the transaction that fires a tick runs the record's update but not the
+// publish, which the firing then sends again: the tick is published once, on either script path.
 func TestFireAfterNoScript(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartReal(t, "SCRIPT FLUSH of a server of its own")
-	c := srv.Client(t)
-	e, err := New(c, Config{Queue: redistest.Queue(t), Scripts: ScriptsEval}) // the EVALSHA path
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := e.PutSchedule(ctx, &ScheduleDef{Name: "s", ScheduleTiming: ScheduleTiming{Every: time.Second}, Task: &Message{}}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	var fired []FiredTick
-	for len(fired) == 0 && time.Now().Before(deadline) {
-		if err := c.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		res, err := e.FireSchedules(ctx, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fired = res.Fired
-		if len(fired) == 0 {
-			time.Sleep(min(res.Wait, time.Second) + time.Millisecond) // the next tick, by the server's clock
-		}
-	}
-	if len(fired) != 1 {
-		t.Fatalf("fired %v", fired)
-	}
-	n, err := c.Exists(ctx, e.keys.Task(fired[0].ID)).Result()
-	if err != nil || n != 1 {
-		t.Errorf("tick %s: task exists %d (%v)", fired[0].ID, n, err)
+	for _, tc := range []struct {
+		mode  ScriptMode
+		flush func(context.Context, *redis.Client) error
+	}{
+		{ScriptsEval, func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }},
+		{ScriptsFunction, func(ctx context.Context, c *redis.Client) error { return c.FunctionFlush(ctx).Err() }},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.StartReal(t, "a flush of the scripts of a server of its own")
+			c := srv.Client(t)
+			e, err := New(c, Config{Queue: redistest.Queue(t), Scripts: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := e.PutSchedule(ctx, &ScheduleDef{Name: "s", ScheduleTiming: ScheduleTiming{Every: time.Second}, Task: &Message{}}); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			var fired []FiredTick
+			for len(fired) == 0 && time.Now().Before(deadline) {
+				if err := tc.flush(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+				res, err := e.FireSchedules(ctx, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fired = res.Fired
+				if len(fired) == 0 {
+					time.Sleep(min(res.Wait, time.Second) + time.Millisecond) // the next tick, by the server's clock
+				}
+			}
+			if len(fired) != 1 {
+				t.Fatalf("fired %v", fired)
+			}
+			n, err := c.Exists(ctx, e.keys.Task(fired[0].ID)).Result()
+			if err != nil || n != 1 {
+				t.Errorf("tick %s: task exists %d (%v)", fired[0].ID, n, err)
+			}
+		})
 	}
 }

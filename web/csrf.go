@@ -32,7 +32,7 @@ const tokenDomain = "srq-web-csrf-v2\x00"
 // base32 (rand.Text, 128 random bits), set by the first page the browser gets. It is HttpOnly,
 // SameSite=Lax, Secure on a TLS connection, and has no Path: the browser sends it to the directory
 // of the page that set it, which is where the dashboard is mounted.
-const sessionCookie = "srq_session"
+const sessionCookie = "srq_browser"
 
 var (
 	// errBadToken is why a mutating request without a valid token is refused.

@@ -45,7 +45,7 @@ type handler struct {
 // schedules (GET /schedules, with pause, resume, run now and delete), its flows (GET /flows), one
 // flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
 // chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request
-// and a CSRF token from a page, bound to the browser's session cookie (srq_session, set by the
+// and a CSRF token from a page, bound to the browser's cookie (srq_browser, set by the
 // first page), and are refused with 403 in read-only mode. NewHandler fails
 // with an error wrapping engine.ErrInvalid (srq.ErrInvalid) for a nil inspector or an invalid cfg.
 func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
