@@ -20,13 +20,16 @@ import (
 type WorkerConfig struct {
 	// Concurrency is how many handlers run at once. Default 10.
 	Concurrency int
-	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default equal to
-	// Concurrency; negative: none. Tasks whose handler succeeded and that wait only for their
-	// batched ack count against neither Concurrency nor Prefetch. Concurrency plus Prefetch may be
-	// at most engine.MaxFetch. On a queue of one shard, with handlers faster than a round trip, the
-	// worker's calls carry about half of Concurrency plus Prefetch each, so a larger Prefetch means
-	// fewer, larger calls and more tasks a second (docs/worker.md, "Throughput"); the tasks it holds
-	// wait in this worker, and for their leases to expire if its process dies.
+	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default
+	// (0): adaptive, from Concurrency up to 8 × Concurrency (at least 64), sized to what the
+	// handlers finish in a few fetch round trips, so fast handlers get few, large calls and slow
+	// ones keep a prefetch of Concurrency; a positive Prefetch is fixed; negative: none. Tasks whose
+	// handler succeeded and that wait only for their batched ack count against neither
+	// Concurrency nor Prefetch. Concurrency plus Prefetch may be at most engine.MaxFetch. On a
+	// queue of one shard, with handlers faster than a round trip, the worker's calls carry about
+	// half of Concurrency plus the prefetch each, so a larger prefetch means fewer, larger calls
+	// and more tasks a second (docs/worker.md, "Throughput"); the tasks it holds wait in this
+	// worker, and for their leases to expire if its process dies.
 	Prefetch int
 	// Lease is how long a fetched task stays leased without an extension; the worker extends the
 	// leases of its tasks every Lease/3, and starts a task's handler only while more than Lease/3
@@ -51,6 +54,10 @@ type WorkerConfig struct {
 	// PollWait is how long one blocking fetch waits in Redis for work before it looks again. It also
 	// bounds how long Run takes to stop fetching. Default 1s.
 	PollWait time.Duration
+
+	// prefetchMax is the most an adaptive prefetch grows to (withDefaults sets it when Prefetch is
+	// left to its default); 0: the prefetch is fixed.
+	prefetchMax int
 }
 
 // Worker runs a handler over one queue with a bounded pool of goroutines: fetchers that block in
@@ -99,7 +106,11 @@ func nilHandler[T any](h Handler[T]) bool {
 // configuration.
 func (cfg WorkerConfig) withDefaults() (WorkerConfig, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
-	cfg.Prefetch = cmp.Or(cfg.Prefetch, cfg.Concurrency)
+	if cfg.Prefetch == 0 {
+		// Adaptive, from Concurrency up; fixed at Concurrency where no more fits in a fetch.
+		cfg.Prefetch = cfg.Concurrency
+		cfg.prefetchMax = max(cfg.Prefetch, min(max(8*cfg.Concurrency, 64), engine.MaxFetch-cfg.Concurrency))
+	}
 	cfg.Prefetch = max(cfg.Prefetch, 0)
 	cfg.Lease = cmp.Or(cfg.Lease, 30*time.Second)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 30*time.Second)
@@ -163,7 +174,7 @@ func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (pool.Source, er
 // logs that concern no one queue.
 func poolConfig(cfg WorkerConfig, log *slog.Logger) pool.Config {
 	return pool.Config{
-		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Lease: cfg.Lease, ShutdownTimeout: cfg.ShutdownTimeout,
+		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, PrefetchMax: cfg.prefetchMax, Lease: cfg.Lease, ShutdownTimeout: cfg.ShutdownTimeout,
 		RecoverInterval: cfg.RecoverInterval, PollWait: cfg.PollWait, Consumer: cfg.ConsumerID, Logger: log,
 		Classify: classify, RetryDelay: cfg.Retry, LeaseLost: ErrLeaseLost, Shutdown: ErrShutdown,
 	}

@@ -49,18 +49,22 @@ func BenchmarkConsumeWorker(b *testing.B) {
 	}
 }
 
-// BenchmarkConsumeWorkerPrefetch is BenchmarkConsumeWorker with 8 handlers and Prefetch 8 (the
-// default), 32 and 56, the handlers returning at once or after 200µs: how much fewer, larger
-// fetches gain (docs/worker.md, "Throughput"). The worker keeps two fetches in flight, the second
-// waiting for half of Concurrency + Prefetch, so with handlers that return at once Prefetch sets
-// the size of a call: 8, 20 and 32 tasks. Prefetch 32 holds 40 tasks at most, as
-// ConsumeParallel/consumers-8's 8 consumers of 5 do.
+// BenchmarkConsumeWorkerPrefetch is BenchmarkConsumeWorker with 8 handlers and the default
+// (adaptive) prefetch beside fixed ones of 8, 32 and 56, the handlers returning at once or after
+// 200µs: how much fewer, larger fetches gain (docs/worker.md, "Throughput"). The worker keeps two
+// fetches in flight, the second waiting for half of Concurrency + Prefetch, so with handlers that
+// return at once a fixed Prefetch sets the size of a call: 8, 20 and 32 tasks. Prefetch 32 holds
+// 40 tasks at most, as ConsumeParallel/consumers-8's 8 consumers of 5 do.
 func BenchmarkConsumeWorkerPrefetch(b *testing.B) {
 	for _, sleep := range []time.Duration{0, 200 * time.Microsecond} {
-		for _, prefetch := range []int{8, 32, 56} {
-			name := fmt.Sprintf("handler-0/prefetch-%d", prefetch)
+		for _, prefetch := range []int{0, 8, 32, 56} {
+			size := fmt.Sprint(prefetch)
+			if prefetch == 0 {
+				size = "default"
+			}
+			name := "handler-0/prefetch-" + size
 			if sleep > 0 {
-				name = fmt.Sprintf("handler-%v/prefetch-%d", sleep, prefetch)
+				name = fmt.Sprintf("handler-%v/prefetch-%s", sleep, size)
 			}
 			b.Run(name, func(b *testing.B) {
 				q := newTypedQueue(b)

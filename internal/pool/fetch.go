@@ -129,10 +129,10 @@ func (p *runner) fetchFree(ctx context.Context, shard *shardFetchers, probe bool
 }
 
 // waitSlots, holding n slots while another fetch of the shard is under way, takes more until it
-// holds half of all slots, or the other fetch returns (then it takes every slot free), or ctx
-// ends. It returns how many slots it holds.
+// holds half of the tasks the worker may hold (limit), or the other fetch returns (then it takes
+// every slot free), or ctx ends. It returns how many slots it holds.
 func (p *runner) waitSlots(ctx context.Context, other <-chan struct{}, n int) int {
-	for n < cap(p.slots)/2 {
+	for n < p.limit()/2 {
 		select {
 		case <-p.slots:
 			n++
@@ -143,6 +143,16 @@ func (p *runner) waitSlots(ctx context.Context, other <-chan struct{}, n int) in
 		}
 	}
 	return n
+}
+
+// limit is how many tasks the worker may hold now, fetched or running: every slot with a fixed
+// prefetch, Concurrency plus the prefetch now with an adaptive one (whose other slots are kept out
+// of circulation).
+func (p *runner) limit() int {
+	if p.pf == nil {
+		return cap(p.slots)
+	}
+	return p.cfg.Concurrency + p.pf.prefetch()
 }
 
 // grabSlots takes up to max of the slots free now, without waiting, and returns how many.
@@ -171,10 +181,14 @@ func (p *runner) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine
 	if p.acksRide() {
 		mine = p.acks[eng].take()
 	}
+	start := time.Now()
 	if len(mine) == 0 {
-		return eng.FetchNext(ctx, p.cfg.Consumer, n, p.cfg.Lease)
+		ds, nextDue, err := eng.FetchNext(ctx, p.cfg.Consumer, n, p.cfg.Lease)
+		p.sized(start, ds)
+		return ds, nextDue, err
 	}
 	errs, ds, nextDue, err := eng.AckFetch(ctx, receipts(mine), p.cfg.Consumer, n, p.cfg.Lease)
+	p.sized(start, ds)
 	switch {
 	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		// Run's context ended before the call went out: the acks must still be sent.
@@ -187,6 +201,13 @@ func (p *runner) fetch(ctx context.Context, eng *engine.Engine, n int) ([]engine
 		p.acked(mine, errs, err)
 	}
 	return ds, nextDue, err
+}
+
+// sized passes a fetch that started at start and brought ds to an adaptive prefetch.
+func (p *runner) sized(start time.Time, ds []engine.Delivery) {
+	if p.pf != nil && len(ds) > 0 {
+		p.pf.fetched(start, time.Now())
+	}
 }
 
 // group makes units of ds, whose shard engines engs gives, one for one.

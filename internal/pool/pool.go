@@ -27,6 +27,10 @@ type Config struct {
 	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler; at least 0.
 	// Concurrency plus Prefetch is at most engine.MaxFetch.
 	Prefetch int
+	// PrefetchMax, when above Prefetch, makes the prefetch adaptive: it grows from Prefetch up to
+	// PrefetchMax while the handlers are fast (prefetcher). Concurrency plus PrefetchMax is at most
+	// engine.MaxFetch.
+	PrefetchMax int
 	// Lease is how long a fetched task stays leased without an extension.
 	Lease time.Duration
 	// ShutdownTimeout is how long Run waits, after its context ends, for running handlers before
@@ -163,6 +167,7 @@ type runner struct {
 	base      context.Context              // outlives Run's context: acks and hand-backs still go out at shutdown
 	stopAt    atomic.Int64                 // unix ns when every handler had returned (stop); 0 before
 	inHandler atomic.Int32                 // handlers running now (call), not counting their settling calls
+	pf        *prefetcher                  // sizes an adaptive prefetch; nil for a fixed one
 
 	mu sync.Mutex
 	// jobs holds every fetched task not yet settled. Keyed by the job, not the task id: one id can
@@ -200,7 +205,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancel(base)
 	defer stopLoops()
 
-	capacity := p.cfg.Concurrency + p.cfg.Prefetch
+	capacity := p.cfg.Concurrency + max(p.cfg.Prefetch, p.cfg.PrefetchMax)
 	// One shard gets two fetchers, so one fetch is under way while the other's tasks are handed out
 	// (fetchLoop); the fetchers of several shards take turns, one fetching at a time.
 	fetchersPerShard := 1
@@ -208,6 +213,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		fetchersPerShard = 2
 	}
 	r := p.newRunner(capacity, fetchersPerShard, ctx.Done(), base)
+	if p.cfg.PrefetchMax > p.cfg.Prefetch {
+		// The slots of the prefetch it has not grown to yet stay out of circulation.
+		r.pf = newPrefetcher(p.cfg.Prefetch, p.cfg.PrefetchMax, r.slots)
+		capacity -= p.cfg.PrefetchMax - p.cfg.Prefetch
+	}
 	for i := 0; i < capacity; i++ {
 		r.slots <- struct{}{}
 	}

@@ -132,6 +132,10 @@ func (p *runner) release(j *job) {
 // goroutine gets here: whichever comes first gives the slot back.
 func (p *runner) freeSlot(j *job) {
 	if j.freed.CompareAndSwap(false, true) {
+		if p.pf != nil {
+			p.pf.give()
+			return
+		}
 		p.slots <- struct{}{}
 	}
 }
