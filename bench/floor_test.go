@@ -53,6 +53,9 @@ func (k floorKeys) addTask(ctx context.Context, pipe redis.Pipeliner, i int, now
 //   - publish-100: a record HSET and a pending ZADD per task, 100 tasks per pipeline: a batch
 //     publish's writes with no duplicate check, no indexes and no script; publish-100-script the
 //     same writes from a script, one call per 100 tasks, as srq sends a batch.
+//   - publish-1-writes and publish-100-writes: every write srq's publish makes, on the same kinds
+//     of keys, from the smallest script that makes them (floorWrites), 1 and 100 tasks a call: the
+//     floor of srq's publish while it keeps those writes.
 //   - consume/consumers-1 and /consumers-8: consumers taking 5 tasks at a time in two round trips,
 //     as ConsumePrefetch/prefetch-5 and ConsumeParallel/consumers-8 do: one pipeline of ZREM from
 //     the pending set and HGETALL of the record per task (the fetch), one of DEL per task (the ack).
@@ -120,11 +123,87 @@ return 1`)
 			return append(args, id, id%100, payload20)
 		})
 	})
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("publish-%d-writes", batch), func(b *testing.B) { floorPublishWrites(b, batch) })
+	}
 	b.Run("consume", func(b *testing.B) {
 		for _, consumers := range []int{1, 8} {
 			b.Run(fmt.Sprintf("consumers-%d", consumers), func(b *testing.B) { floorConsume(b, consumers) })
 		}
 	})
+}
+
+// floorWrites is the smallest script that makes the writes srq's publish makes (lua/publish.lua),
+// on the same kinds of keys, with none of its logic: no priorities, controls, delays, dedup window
+// or events, and every partition taken as ready already. KEYS as engine.Keys orders them (ready,
+// sched, inflight, dead, stats, seq, wake, dedup, ctl, depth, heads, …); ARGV[1] the key base,
+// then an id, a partition and a payload per task. Per call: the clock, the counter, whether the
+// partitions are ready, two counters, the depth and heads indexes, a wake-up; per task: whether its
+// record exists, the record and its pending entry.
+var floorWrites = redis.NewScript(`
+local base = ARGV[1]
+local t = redis.call('TIME')
+local now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
+local n = (#ARGV - 1) / 3
+local s = redis.call('INCRBY', KEYS[6], n) - n
+local parts, depth, heads = {}, {}, {}
+for i = 2, #ARGV, 3 do
+  local id, p = ARGV[i], ARGV[i + 1]
+  if redis.call('EXISTS', base .. 't:' .. id) == 0 then
+    s = s + 1
+    local seq = string.format('%020d', s)
+    redis.call('HSET', base .. 't:' .. id, 'd', ARGV[i + 2], 'p', p, 's', seq, 't', now, 'c', now)
+    redis.call('ZADD', base .. 'q:0:' .. p, now, seq .. id)
+    parts[#parts + 1] = p
+    depth[#depth + 1] = '1'; depth[#depth + 1] = p
+    heads[#heads + 1] = now; heads[#heads + 1] = p
+  end
+end
+redis.call('ZMSCORE', KEYS[1], unpack(parts))
+redis.call('HINCRBY', KEYS[5], 'pending', #parts)
+redis.call('HINCRBY', KEYS[5], 'published', #parts)
+if #parts == 1 then
+  redis.call('ZINCRBY', KEYS[10], 1, parts[1])
+else
+  redis.call('ZMSCORE', KEYS[10], unpack(parts))
+  redis.call('ZADD', KEYS[10], unpack(depth))
+end
+redis.call('ZADD', KEYS[11], 'LT', unpack(heads))
+redis.call('LPUSH', KEYS[7], '1')
+if redis.call('LLEN', KEYS[7]) > 64 then redis.call('LTRIM', KEYS[7], 0, 31) end
+return #parts`)
+
+// floorPublishWrites calls floorWrites with batch tasks a call over 100 partitions, and reports
+// tasks/s and the Redis cost per task.
+func floorPublishWrites(b *testing.B, batch int) {
+	c := redistest.Client(b)
+	ctx := context.Background()
+	k := newFloorKeys(b, c)
+	keys := make([]string, 15)
+	for i, name := range []string{"ready", "sched", "inflight", "dead", "stats", "seq", "wake", "dedup", "ctl",
+		"depth", "heads", "consumers", "qpause", "ppause", "leases"} {
+		keys[i] = k.base + name
+	}
+	if err := floorWrites.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	args := make([]any, 0, 1+3*batch)
+	next := 0
+	cost := startCost(b, c)
+	b.ResetTimer()
+	for range b.N {
+		args = append(args[:0], k.base)
+		for range batch {
+			next++
+			args = append(args, next, next%100, payload20)
+		}
+		if err := floorWrites.EvalSha(ctx, c, keys, args...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "tasks/s")
+	cost.report(b, c, batch*b.N)
 }
 
 // floorConsume seeds b.N tasks and has consumers take them 5 at a time (see BenchmarkFloor).
