@@ -10,9 +10,12 @@ import (
 type Due struct {
 	// Expired says a lease has expired: Recover has tasks to return.
 	Expired bool
-	// Upkeep says Recover has other work: an outcome or ended flow past its retention, or a key
-	// to convert back to its fast encoding after a load.
+	// Upkeep says Recover has other work: an outcome or ended flow past its retention.
 	Upkeep bool
+	// Convert says Recover has keys to convert back to their fast encoding, as after a load. On
+	// a server configured so that the conversion does nothing (zset-max-listpack-value of 200 or
+	// more) it stays set.
+	Convert bool
 	// Schedules says a schedule is due: FireSchedules has ticks to publish.
 	Schedules bool
 	// NextSchedule is how long until the earliest schedule not yet due is due, by the server's
@@ -68,7 +71,7 @@ func Probe(ctx context.Context, engs []*Engine, abandon time.Duration) ([]Due, e
 	out := make([]Due, len(engs))
 	for i := range out {
 		r := n[1+5*i:]
-		d := Due{Expired: r[0] == 1, Upkeep: r[1] == 1, NextSchedule: -1, Outbox: int(r[3]), AbandonedFlows: r[4] == 1}
+		d := Due{Expired: r[0] == 1, Upkeep: r[1] == 1, Convert: r[1] == 2, NextSchedule: -1, Outbox: int(r[3]), AbandonedFlows: r[4] == 1}
 		switch {
 		case r[2] < 0:
 		case r[2] <= now:

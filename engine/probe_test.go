@@ -32,6 +32,8 @@ func TestProbe(t *testing.T) {
 		{name: "kept outcome", keys: map[string]float64{"outs": ms(time.Hour), "flowsx": ms(time.Hour)}, want: Due{NextSchedule: -1}},
 		{name: "schedule due", keys: map[string]float64{"crondue": ms(-time.Second)}, want: Due{Schedules: true, NextSchedule: -1}},
 		{name: "schedule later", keys: map[string]float64{"crondue": ms(time.Hour)}, want: Due{NextSchedule: time.Hour}},
+		// A set as a load leaves it (the embedded Redis has no encodings).
+		{name: "listpack", keys: map[string]float64{"depth": ms(0)}, want: Due{Convert: b.server.Real(), NextSchedule: -1}},
 		{name: "outbox", keys: map[string]float64{"fo": ms(0)}, want: Due{Outbox: 1, NextSchedule: -1}},
 		{name: "abandoned publish", keys: map[string]float64{"flowsp": ms(-2 * abandon)}, want: Due{AbandonedFlows: true, NextSchedule: -1}},
 		{name: "publish under way", keys: map[string]float64{"flowsp": ms(-abandon / 2)}, want: Due{NextSchedule: -1}},

@@ -18,8 +18,8 @@
 -- ARGV[3…] the key bases of the other slots
 -- Returns: {now ms, then five integers a slot, in the order of the key bases:
 --   1 when a lease has expired (Recover has tasks to return), else 0;
---   1 when Recover has other upkeep (an outcome or ended flow past its retention, a key to
---     convert back from a listpack), else 0;
+--   1 when Recover has other upkeep (an outcome or ended flow past its retention), else 2 when it
+--     has only keys to convert back from a listpack (after a load), else 0;
 --   ms at which the earliest schedule is due, due or not (-1: none);
 --   the number of messages in the flow outbox;
 --   1 when a flow publish began more than ARGV[2] ms ago and has not completed, else 0}
@@ -48,11 +48,11 @@ for _, b in ipairs(bases) do
   if (o and o <= now) or (f and f <= now) then upkeep = 1 end
   if upkeep == 0 then
     for _, k in ipairs({'ready', 'depth', 'heads'}) do
-      if is_listpack(b .. k) then upkeep = 1; break end
+      if is_listpack(b .. k) then upkeep = 2; break end
     end
   end
   if upkeep == 0 and lease and is_listpack(b .. 'inflight') and redis.call('ZCARD', b .. 'inflight') >= LEASES_CONVERT then
-    upkeep = 1
+    upkeep = 2
   end
   local sched = lowest(b .. 'crondue') or -1
   local outbox = redis.call('ZCARD', b .. 'fo')

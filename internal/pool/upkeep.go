@@ -43,6 +43,7 @@ type relayer struct {
 // to the outbox (engine.RelayDue). Errors are logged; it ends when ctx does.
 func (p *runner) upkeepLoop(ctx context.Context) error {
 	relayers := map[*engine.Engine]*relayer{}
+	recovered := map[*engine.Engine]time.Time{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, eng := range p.engines {
@@ -59,14 +60,15 @@ func (p *runner) upkeepLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		t.Reset(p.upkeep(ctx, relayers, every))
+		t.Reset(p.upkeep(ctx, relayers, recovered, every))
 	}
 }
 
 // upkeep probes every shard once, does what is due, and returns how long to wait for the next
-// probe: at most every, less when a schedule is due sooner (a millisecond past its due time, so
+// probe; recovered holds when each shard's recovery last began, which upkeep updates: at most every, less when a schedule is due sooner (a millisecond past its due time, so
 // the server's clock has reached it too).
-func (p *runner) upkeep(ctx context.Context, relayers map[*engine.Engine]*relayer, every time.Duration) time.Duration {
+func (p *runner) upkeep(ctx context.Context, relayers map[*engine.Engine]*relayer, recovered map[*engine.Engine]time.Time,
+	every time.Duration) time.Duration {
 	dues, err := engine.Probe(ctx, p.engines, flowPublishTimeout)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -89,7 +91,10 @@ func (p *runner) upkeep(ctx context.Context, relayers map[*engine.Engine]*relaye
 		if d.NextSchedule >= 0 {
 			soon(d.NextSchedule)
 		}
-		if d.Expired || d.Upkeep {
+		// Keys to convert alone call for a recovery no more often than RecoverInterval: on a
+		// server where the conversion does nothing they are found every time.
+		if d.Expired || d.Upkeep || (d.Convert && time.Since(recovered[eng]) >= p.cfg.RecoverInterval) {
+			recovered[eng] = time.Now()
 			wg.Go(func() { p.recoverOnce(ctx, eng) })
 		}
 		if d.Schedules {
