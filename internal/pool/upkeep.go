@@ -35,21 +35,55 @@ type relayer struct {
 	failing atomic.Int64  // unix ns of the last failed relay; 0 after a success
 }
 
+// upkeeper is one upkeepLoop's state.
+type upkeeper struct {
+	relayers   map[*engine.Engine]*relayer
+	recovered  map[*engine.Engine]time.Time // when each shard's last recovery began; the loop's own
+	recovering map[*engine.Engine]*atomic.Bool
+	firing     map[*engine.Engine]*atomic.Bool
+	work       sync.WaitGroup // the recoveries and firings under way
+
+	mu     sync.Mutex
+	nextAt time.Time     // when the next probe is due
+	poke   chan struct{} // nextAt moved closer
+}
+
+// sooner moves the next probe to d from now, if that is sooner, a millisecond past it so that the
+// server's clock has reached it too.
+func (u *upkeeper) sooner(d time.Duration) {
+	at := time.Now().Add(d + time.Millisecond)
+	u.mu.Lock()
+	moved := at.Before(u.nextAt)
+	if moved {
+		u.nextAt = at
+	}
+	u.mu.Unlock()
+	if moved {
+		select {
+		case u.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // upkeepLoop probes every shard at once and then every min(PollWait, RecoverInterval), sooner
-// when a schedule is due sooner, and does what each probe found due: Recover where a lease
+// when a schedule is due sooner, and starts what each probe found due: Recover where a lease
 // expired or recovery's upkeep is due, FireSchedules where a schedule is due, Relay (and
-// RecoverFlows) where the outbox has messages or a flow publish was abandoned. Each shard's
-// relays run on a loop of their own, which also relays at once when a call of this worker wrote
-// to the outbox (engine.RelayDue). Errors are logged; it ends when ctx does.
+// RecoverFlows) where the outbox has messages or a flow publish was abandoned. The work runs
+// beside the probes, at most one recovery and one firing per shard at a time, so a shard whose
+// work is slow holds up neither the others' nor the probes. Each shard's relays run on a loop of
+// their own, which also relays at once when a call of this worker wrote to the outbox
+// (engine.RelayDue). Errors are logged; it ends, once its work has, when ctx does.
 func (p *runner) upkeepLoop(ctx context.Context) error {
-	relayers := map[*engine.Engine]*relayer{}
-	recovered := map[*engine.Engine]time.Time{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	u := &upkeeper{relayers: map[*engine.Engine]*relayer{}, recovered: map[*engine.Engine]time.Time{},
+		recovering: map[*engine.Engine]*atomic.Bool{}, firing: map[*engine.Engine]*atomic.Bool{},
+		poke: make(chan struct{}, 1)}
+	defer u.work.Wait()
 	for _, eng := range p.engines {
 		rl := &relayer{kick: make(chan struct{}, 1)}
-		relayers[eng] = rl
-		wg.Go(func() { p.relayOn(ctx, eng, rl) })
+		u.relayers[eng] = rl
+		u.recovering[eng], u.firing[eng] = &atomic.Bool{}, &atomic.Bool{}
+		u.work.Go(func() { p.relayOn(ctx, eng, rl) })
 	}
 	every := min(p.cfg.PollWait, p.cfg.RecoverInterval)
 	t := time.NewTimer(0)
@@ -58,59 +92,66 @@ func (p *runner) upkeepLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-u.poke:
+			u.mu.Lock()
+			t.Reset(time.Until(u.nextAt))
+			u.mu.Unlock()
+			continue
 		case <-t.C:
 		}
-		t.Reset(p.upkeep(ctx, relayers, recovered, every))
+		u.mu.Lock()
+		u.nextAt = time.Now().Add(every)
+		u.mu.Unlock()
+		p.upkeep(ctx, u)
+		u.mu.Lock()
+		t.Reset(time.Until(u.nextAt))
+		u.mu.Unlock()
 	}
 }
 
-// upkeep probes every shard once, does what is due, and returns how long to wait for the next
-// probe; recovered holds when each shard's recovery last began, which upkeep updates: at most every, less when a schedule is due sooner (a millisecond past its due time, so
-// the server's clock has reached it too).
-func (p *runner) upkeep(ctx context.Context, relayers map[*engine.Engine]*relayer, recovered map[*engine.Engine]time.Time,
-	every time.Duration) time.Duration {
+// upkeep probes every shard once and starts what is due; a probe that fails is logged, and the
+// next one comes after the usual wait.
+func (p *runner) upkeep(ctx context.Context, u *upkeeper) {
 	dues, err := engine.Probe(ctx, p.engines, flowPublishTimeout)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.cfg.Logger.Error("srq: probe for due work failed", "err", err)
 		}
-		return every
-	}
-	var (
-		mu   sync.Mutex
-		next = every
-		wg   sync.WaitGroup
-	)
-	soon := func(d time.Duration) {
-		mu.Lock()
-		next = min(next, d+time.Millisecond)
-		mu.Unlock()
+		return
 	}
 	for i, d := range dues {
 		eng := p.engines[i]
 		if d.NextSchedule >= 0 {
-			soon(d.NextSchedule)
+			u.sooner(d.NextSchedule)
 		}
 		// Keys to convert alone call for a recovery no more often than RecoverInterval: on a
 		// server where the conversion does nothing they are found every time.
-		if d.Expired || d.Upkeep || (d.Convert && time.Since(recovered[eng]) >= p.cfg.RecoverInterval) {
-			recovered[eng] = time.Now()
-			wg.Go(func() { p.recoverOnce(ctx, eng) })
-		}
-		if d.Schedules {
-			wg.Go(func() {
-				s := p.srcOf[eng]
-				wait, _, err := FireShards(ctx, s.Name, []*engine.Engine{eng}, s.log)
-				if err != nil && ctx.Err() == nil {
-					s.log.Error("srq: fire schedules", "err", err)
-					return
-				}
-				soon(wait)
+		due := d.Expired || d.Upkeep || (d.Convert && time.Since(u.recovered[eng]) >= p.cfg.RecoverInterval)
+		if due && u.recovering[eng].CompareAndSwap(false, true) {
+			u.recovered[eng] = time.Now()
+			u.work.Go(func() {
+				defer u.recovering[eng].Store(false)
+				p.recoverOnce(ctx, eng)
 			})
 		}
-		rl := relayers[eng]
+		if d.Schedules && u.firing[eng].CompareAndSwap(false, true) {
+			u.work.Go(func() {
+				defer u.firing[eng].Store(false)
+				s := p.srcOf[eng]
+				wait, _, err := FireShards(ctx, s.Name, []*engine.Engine{eng}, s.log)
+				if err != nil {
+					if ctx.Err() == nil {
+						s.log.Error("srq: fire schedules", "err", err)
+					}
+					return
+				}
+				u.sooner(wait)
+			})
+		}
+		rl := u.relayers[eng]
 		// A relay that failed is tried again by the probes no more often than RecoverInterval.
-		retry := rl.failing.Load() == 0 || time.Since(time.Unix(0, rl.failing.Load())) >= p.cfg.RecoverInterval
+		failed := rl.failing.Load()
+		retry := failed == 0 || time.Since(time.Unix(0, failed)) >= p.cfg.RecoverInterval
 		if d.AbandonedFlows || (d.Outbox > 0 && retry) {
 			if d.AbandonedFlows {
 				rl.flows.Store(true)
@@ -121,8 +162,6 @@ func (p *runner) upkeep(ctx context.Context, relayers map[*engine.Engine]*relaye
 			}
 		}
 	}
-	wg.Wait()
-	return next
 }
 
 // relayOn relays eng's outbox when a call of this worker wrote to it (engine.RelayDue) and when
