@@ -63,6 +63,7 @@ var (
 	scriptFlowPub   = mustScript("flow_publish")
 	scriptFlowApply = mustScript("flow_apply")
 	scriptCancel    = mustScript("cancel")
+	scriptProbe     = mustScript("probe")
 )
 
 // LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster) and,
@@ -114,7 +115,8 @@ type call struct {
 // readOnly names the scripts that change nothing: their calls go without a sendOnce, so go-redis
 // may send them again after a lost reply, as running them twice does no harm.
 var readOnly = map[string]bool{"dead_list": true, "dead_scan": true, "inflight": true, "overview": true,
-	"partitions": true, "stats": true, "task": true, "outcome": true, "schedule_due": true, "schedule_list": true}
+	"partitions": true, "stats": true, "task": true, "outcome": true, "schedule_due": true, "schedule_list": true,
+	"probe": true}
 
 // command returns one call of s as a command: by its function (FCALL, or FCALL_RO for a
 // read-only script) where the engine is known to run functions, else by its SHA (EVALSHA), or,

@@ -101,17 +101,22 @@ func (p *runner) recoverShard(ctx context.Context, eng *engine.Engine) {
 	t := time.NewTicker(p.cfg.RecoverInterval)
 	defer t.Stop()
 	for {
-		r, err := eng.RecoverAll(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.log(eng).Error("recovery failed", "queue", eng.Config().Queue, "err", err)
-		} else if r.Returned+r.DeadLettered > 0 {
-			p.log(eng).Info("recovered expired leases", "queue", eng.Config().Queue,
-				"returned", r.Returned, "dead_lettered", r.DeadLettered)
-		}
+		p.recoverOnce(ctx, eng)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// recoverOnce returns the expired leases of eng's shard (engine.RecoverAll), logging what it did.
+func (p *runner) recoverOnce(ctx context.Context, eng *engine.Engine) {
+	r, err := eng.RecoverAll(ctx)
+	if err != nil && ctx.Err() == nil {
+		p.log(eng).Error("recovery failed", "queue", eng.Config().Queue, "err", err)
+	} else if r.Returned+r.DeadLettered > 0 {
+		p.log(eng).Info("recovered expired leases", "queue", eng.Config().Queue,
+			"returned", r.Returned, "dead_lettered", r.DeadLettered)
 	}
 }

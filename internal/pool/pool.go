@@ -36,9 +36,11 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits, after its context ends, for running handlers before
 	// it cancels their contexts with cause Shutdown; negative: at once.
 	ShutdownTimeout time.Duration
-	// RecoverInterval is how often expired leases are returned and flow outboxes relayed.
+	// RecoverInterval bounds how long after their expiry expired leases are returned, and how
+	// long a flow outbox that no call of this worker wrote to waits for its relay.
 	RecoverInterval time.Duration
-	// PollWait bounds one blocking wait in Redis.
+	// PollWait bounds one blocking wait in Redis, and how long a schedule created or changed
+	// meanwhile waits to be seen (upkeep.go).
 	PollWait time.Duration
 	// Consumer names the worker in leases.
 	Consumer string
@@ -250,10 +252,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	var loops errgroup.Group
 	loops.Go(r.ackLoop)
 	loops.Go(func() error { return r.extendLoop(loopCtx) })
-	loops.Go(func() error { return r.recoverLoop(loopCtx) })
-	loops.Go(func() error { return r.relayLoop(loopCtx) })
-	for _, s := range p.sources {
-		loops.Go(func() error { return runSchedules(loopCtx, s, p.cfg.PollWait) })
+	if r.probes() {
+		loops.Go(func() error { return r.upkeepLoop(loopCtx) })
+	} else {
+		loops.Go(func() error { return r.recoverLoop(loopCtx) })
+		loops.Go(func() error { return r.relayLoop(loopCtx) })
+		for _, s := range p.sources {
+			loops.Go(func() error { return runSchedules(loopCtx, s, p.cfg.PollWait) })
+		}
 	}
 	loops.Go(func() error {
 		select {

@@ -27,21 +27,32 @@ func (p *runner) relayShard(ctx context.Context, eng *engine.Engine) {
 			return
 		case <-eng.RelayDue():
 		case <-t.C:
-			if n, err := eng.RecoverFlows(ctx, flowPublishTimeout); err != nil && ctx.Err() == nil {
-				p.log(eng).Error("undoing unfinished flow publishes failed", "queue", eng.Config().Queue, "err", err)
-			} else if n > 0 {
-				p.log(eng).Warn("undid flow publishes whose publisher died", "queue", eng.Config().Queue, "flows", n)
-			}
+			p.recoverFlows(ctx, eng)
 		}
 		p.relay(ctx, eng)
 	}
 }
 
-// relay relays eng's outbox once, logging a failure: the messages stay for the next round.
-func (p *runner) relay(ctx context.Context, eng *engine.Engine) {
-	if _, err := eng.Relay(ctx); err != nil && ctx.Err() == nil {
-		p.log(eng).Error("flow relay failed; retried on the next round", "queue", eng.Config().Queue, "err", err)
+// recoverFlows undoes the flow publishes of eng's shard whose publisher died
+// (engine.RecoverFlows), logging what it did.
+func (p *runner) recoverFlows(ctx context.Context, eng *engine.Engine) {
+	if n, err := eng.RecoverFlows(ctx, flowPublishTimeout); err != nil && ctx.Err() == nil {
+		p.log(eng).Error("undoing unfinished flow publishes failed", "queue", eng.Config().Queue, "err", err)
+	} else if n > 0 {
+		p.log(eng).Warn("undid flow publishes whose publisher died", "queue", eng.Config().Queue, "flows", n)
 	}
+}
+
+// relay relays eng's outbox once, logging a failure: the messages stay for the next round. It
+// says whether the relay succeeded.
+func (p *runner) relay(ctx context.Context, eng *engine.Engine) bool {
+	if _, err := eng.Relay(ctx); err != nil {
+		if ctx.Err() == nil {
+			p.log(eng).Error("flow relay failed; retried on the next round", "queue", eng.Config().Queue, "err", err)
+		}
+		return false
+	}
+	return true
 }
 
 // relayLast relays what the last acks of a Run wrote to the outboxes, once its loops have ended.
