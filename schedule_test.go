@@ -264,9 +264,12 @@ func TestScheduleFlowTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
+	// The scheduler below fires every registered queue's schedules; a name of this run's own keeps
+	// out the schedules other tests (or earlier runs, with -count) left on the shared server.
+	name := "billing-" + orders.Name()
 	bill := orders.Step("bill", "monthly", nil)
 	send := mail.Step("send", "invoice", nil).After(bill)
-	if _, err := orders.ScheduleFlow(ctx, "billing", &srq.Flow{Steps: []*srq.Step{bill, send}},
+	if _, err := orders.ScheduleFlow(ctx, name, &srq.Flow{Steps: []*srq.Step{bill, send}},
 		&srq.ScheduleOpts{Every: time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,9 +282,9 @@ func TestScheduleFlowTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fired := fireUntil(t, ctx, s, "billing")
+	fired := fireUntil(t, ctx, s, name)
 	fid := fired[0].ID
-	if !fired[0].Flow || fid != srq.TickID("billing", fired[0].Tick) {
+	if !fired[0].Flow || fid != srq.TickID(name, fired[0].Tick) {
 		t.Fatalf("fired %+v", fired)
 	}
 	info, err := orders.Flow(ctx, fid)
