@@ -49,7 +49,9 @@ type WorkerConfig struct {
 	Middleware []Middleware
 	// ConsumerID names this worker in leases. Default host-pid-random.
 	ConsumerID string
-	// RecoverInterval is how often the worker returns other consumers' expired leases. Default Lease/2.
+	// RecoverInterval is the longest the worker takes to return an expired lease of any consumer,
+	// and to relay flow messages other processes left; on a single node or Sentinel it looks for
+	// them every PollWait when that is shorter, with one call over all its queues. Default Lease/2.
 	RecoverInterval time.Duration
 	// PollWait is how long one blocking fetch waits in Redis for work before it looks again. It also
 	// bounds how long Run takes to stop fetching. Default 1s.
