@@ -56,10 +56,6 @@ type WorkerConfig struct {
 	// PollWait is how long one blocking fetch waits in Redis for work before it looks again. It also
 	// bounds how long Run takes to stop fetching. Default 1s.
 	PollWait time.Duration
-
-	// prefetchMax is the most an adaptive prefetch grows to (withDefaults sets it when Prefetch is
-	// left to its default); 0: the prefetch is fixed.
-	prefetchMax int
 }
 
 // Worker runs a handler over one queue with a bounded pool of goroutines: fetchers that block in
@@ -104,16 +100,21 @@ func nilHandler[T any](h Handler[T]) bool {
 	return h == nil || ok && f == nil
 }
 
-// withDefaults returns cfg with its defaults set. It fails with ErrInvalid for an invalid
-// configuration.
+// prefetchRange is the prefetch a worker of cfg starts at and the most it grows to: for the
+// default (Prefetch 0), Concurrency up to 8 × Concurrency (at least 64) within engine.MaxFetch;
+// else Prefetch, fixed (0 when negative).
+func (cfg WorkerConfig) prefetchRange() (lo, hi int) {
+	if cfg.Prefetch != 0 {
+		p := max(cfg.Prefetch, 0)
+		return p, p
+	}
+	return cfg.Concurrency, max(cfg.Concurrency, min(max(8*cfg.Concurrency, 64), engine.MaxFetch-cfg.Concurrency))
+}
+
+// withDefaults returns cfg with its defaults set; Prefetch stays as given, for prefetchRange. It
+// fails with ErrInvalid for an invalid configuration.
 func (cfg WorkerConfig) withDefaults() (WorkerConfig, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 10)
-	if cfg.Prefetch == 0 {
-		// Adaptive, from Concurrency up; fixed at Concurrency where no more fits in a fetch.
-		cfg.Prefetch = cfg.Concurrency
-		cfg.prefetchMax = max(cfg.Prefetch, min(max(8*cfg.Concurrency, 64), engine.MaxFetch-cfg.Concurrency))
-	}
-	cfg.Prefetch = max(cfg.Prefetch, 0)
 	cfg.Lease = cmp.Or(cfg.Lease, 30*time.Second)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 30*time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
@@ -123,13 +124,14 @@ func (cfg WorkerConfig) withDefaults() (WorkerConfig, error) {
 	cfg.ConsumerID = cmp.Or(cfg.ConsumerID, defaultConsumerID())
 	cfg.RecoverInterval = cmp.Or(cfg.RecoverInterval, cfg.Lease/2)
 	cfg.PollWait = cmp.Or(cfg.PollWait, time.Second)
+	prefetch, _ := cfg.prefetchRange()
 	switch {
 	case cfg.Concurrency < 1:
 		return cfg, fmt.Errorf("%w: Concurrency %d", ErrInvalid, cfg.Concurrency)
-	case cfg.Concurrency > engine.MaxFetch || cfg.Prefetch > engine.MaxFetch-cfg.Concurrency: // no overflow
+	case cfg.Concurrency > engine.MaxFetch || prefetch > engine.MaxFetch-cfg.Concurrency: // no overflow
 		// One fetch asks for every free slot: it must stay a fetch the engine accepts.
 		return cfg, fmt.Errorf("%w: Concurrency %d plus Prefetch %d is over %d (engine.MaxFetch)",
-			ErrInvalid, cfg.Concurrency, cfg.Prefetch, engine.MaxFetch)
+			ErrInvalid, cfg.Concurrency, prefetch, engine.MaxFetch)
 	case cfg.Lease < 30*time.Millisecond:
 		return cfg, fmt.Errorf("%w: Lease %v is below 30ms", ErrInvalid, cfg.Lease)
 	case cfg.RecoverInterval <= 0 || cfg.PollWait <= 0:
@@ -175,8 +177,9 @@ func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (pool.Source, er
 // poolConfig returns the pool's configuration for cfg, whose defaults are set; log receives the
 // logs that concern no one queue.
 func poolConfig(cfg WorkerConfig, log *slog.Logger) pool.Config {
+	prefetch, prefetchMax := cfg.prefetchRange()
 	return pool.Config{
-		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, PrefetchMax: cfg.prefetchMax, Lease: cfg.Lease, ShutdownTimeout: cfg.ShutdownTimeout,
+		Concurrency: cfg.Concurrency, Prefetch: prefetch, PrefetchMax: prefetchMax, Lease: cfg.Lease, ShutdownTimeout: cfg.ShutdownTimeout,
 		RecoverInterval: cfg.RecoverInterval, PollWait: cfg.PollWait, Consumer: cfg.ConsumerID, Logger: log,
 		Classify: classify, RetryDelay: cfg.Retry, LeaseLost: ErrLeaseLost, Shutdown: ErrShutdown,
 	}
