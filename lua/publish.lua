@@ -138,7 +138,7 @@ for i = first_task, #ARGV, TASK do
     if t <= now then available[p] = (available[p] or 0) + 1 end
     if not first[p] or t < first[p] then first[p] = t end
     depth_add(p, 1)
-    head_lower(p, t)
+    head_lower(p, t, t_s)
     added = added + 1
     if EVENTS_MAX then emit('published', id, 'p', p) end
     res[#res + 1] = OK
@@ -182,6 +182,7 @@ end
 for i = 1, #parts do
   local p = parts[i]
   -- A partition already in ready keeps its turn: new work changes nothing about it.
+  if scores[i] ~= false then ix_ready[p] = now end
   local in_ready = scores[i] ~= false or place_new(p, first[p])
   if in_ready and available[p] then ready_now = ready_now + available[p] end
 end
