@@ -138,15 +138,16 @@ return 1`)
 // or events, and every partition taken as ready already. KEYS as engine.Keys orders them (ready,
 // sched, inflight, dead, stats, seq, wake, dedup, ctl, depth, heads, …); ARGV[1] the key base,
 // then an id, a partition and a payload per task. Per call: the clock, the counter, whether the
-// partitions are ready, two counters, the depth and heads indexes, a wake-up; per task: whether its
-// record exists, the record and its pending entry.
+// partitions are ready, two counters, the depth index, a wake-up (the heads index is not written
+// for a partition that is ready already); per task: whether its record exists, the record and its
+// pending entry.
 var floorWrites = redis.NewScript(`
 local base = ARGV[1]
 local t = redis.call('TIME')
 local now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
 local n = (#ARGV - 1) / 3
 local s = redis.call('INCRBY', KEYS[6], n) - n
-local parts, depth, heads = {}, {}, {}
+local parts, depth = {}, {}
 for i = 2, #ARGV, 3 do
   local id, p = ARGV[i], ARGV[i + 1]
   if redis.call('EXISTS', base .. 't:' .. id) == 0 then
@@ -156,7 +157,6 @@ for i = 2, #ARGV, 3 do
     redis.call('ZADD', base .. 'q:0:' .. p, now, seq .. id)
     parts[#parts + 1] = p
     depth[#depth + 1] = '1'; depth[#depth + 1] = p
-    heads[#heads + 1] = now; heads[#heads + 1] = p
   end
 end
 redis.call('ZMSCORE', KEYS[1], unpack(parts))
@@ -168,7 +168,6 @@ else
   redis.call('ZMSCORE', KEYS[10], unpack(parts))
   redis.call('ZADD', KEYS[10], unpack(depth))
 end
-redis.call('ZADD', KEYS[11], 'LT', unpack(heads))
 redis.call('LPUSH', KEYS[7], '1')
 if redis.call('LLEN', KEYS[7]) > 64 then redis.call('LTRIM', KEYS[7], 0, 31) end
 return #parts`)

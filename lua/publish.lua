@@ -182,7 +182,7 @@ end
 for i = 1, #parts do
   local p = parts[i]
   -- A partition already in ready keeps its turn: new work changes nothing about it.
-  if scores[i] ~= false then ix_ready[p] = now end
+  if scores[i] ~= false then ix_ready = ix_ready or {}; ix_ready[p] = now end
   local in_ready = scores[i] ~= false or place_new(p, first[p])
   if in_ready and available[p] then ready_now = ready_now + available[p] end
 end

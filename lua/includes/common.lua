@@ -489,9 +489,11 @@ end
 -- p's earliest available-at is now when the script knows it exactly (a number), or false when it
 -- must be read again (earliest) because a pending task left p without the script knowing what
 -- comes next.
-local ix_parts, ix_delta, ix_low, ix_low_s, ix_head, ix_head_s = {}, {}, {}, {}, {}, {}
--- ix_ready[p] is a time at which the script saw p in ready; its head was then at most that time.
-local ix_ready = {}
+local ix_parts, ix_delta, ix_low, ix_head, ix_head_s = {}, {}, {}, {}, {}
+-- ix_low_s[p] is ix_low[p] formatted already (head_lower), and ix_ready[p] a time at which the
+-- script saw p in ready, so its head was at most that time (publish.lua). Only publish uses them:
+-- they stay nil, no table made, in the other scripts.
+local ix_low_s, ix_ready
 
 local function ix_touch(p)
   if ix_delta[p] == nil then ix_delta[p] = 0; ix_parts[#ix_parts + 1] = p end
@@ -507,7 +509,10 @@ end
 -- formatted already (int), which index_flush then sends as it is.
 local function head_lower(p, t, t_s)
   ix_touch(p)
-  if not ix_low[p] or t < ix_low[p] then ix_low[p] = t; ix_low_s[p] = t_s end
+  if not ix_low[p] or t < ix_low[p] then
+    ix_low[p] = t
+    if t_s then ix_low_s = ix_low_s or {}; ix_low_s[p] = t_s elseif ix_low_s then ix_low_s[p] = nil end
+  end
 end
 
 -- head_is notes that p's earliest pending available-at is t now (nil: p has none left), or false:
@@ -517,7 +522,7 @@ local function head_is(p, t, t_s)
   ix_head[p] = t
   ix_head_s[p] = t_s
   ix_low[p] = nil
-  ix_low_s[p] = nil
+  if ix_low_s then ix_low_s[p] = nil end
 end
 
 -- bulk sends cmd key args… in chunks, so no unpack exceeds Lua's stack.
@@ -583,11 +588,11 @@ local function index_flush()
       end
       if h then
         exact[#exact + 1] = h_s or int(h); exact[#exact + 1] = p
-      elseif ix_low[p] and not (ix_ready[p] and ix_low[p] >= ix_ready[p] and counts[i] > ix_delta[p]) then
+      elseif ix_low[p] and not (ix_ready and ix_ready[p] and ix_low[p] >= ix_ready[p] and counts[i] > ix_delta[p]) then
         -- Skipped when the ZADD LT would change nothing: p had pending tasks and was in ready,
         -- so heads holds its earliest, at most ix_ready[p] (a partition is in ready only while
         -- its earliest task is available), and every task that joined it is no earlier.
-        low[#low + 1] = ix_low_s[p] or int(ix_low[p]); low[#low + 1] = p
+        low[#low + 1] = ix_low_s and ix_low_s[p] or int(ix_low[p]); low[#low + 1] = p
       end
     end
   end
