@@ -266,9 +266,10 @@ func (c *allCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// TestMultiQueueIdleCalls: an idle worker over several queues sends Redis no more commands, of
-// any kind (fetches, waits, recovery, schedules, flow relays), than an idle worker over one queue
-// with the same settings, and still picks up a task published to any of its queues at once.
+// TestMultiQueueIdleCalls: an idle worker, over one queue or several, sends Redis a few commands
+// of any kind (fetches, waits, recovery, schedules, flow relays) a PollWait, whatever its number of
+// queues; the one over one queue fetches once a PollWait, though it has two fetchers; and the one
+// over several still picks up a task published to any of its queues at once.
 func TestMultiQueueIdleCalls(t *testing.T) {
 	t.Parallel()
 	redistest.SharedReal(t, "blocking pops that wait in the server; the embedded Redis answers a fractional BLPOP its own way")
@@ -322,10 +323,17 @@ func TestMultiQueueIdleCalls(t *testing.T) {
 	wg.Go(func() { many, manyNames, manyQs, manyRan = measure(queues) })
 	wg.Wait()
 	t.Logf("Redis commands in %v: one queue %d %v; %d queues %d %v", window, one, oneNames, queues, many, manyNames)
-	// Two for the edges of the window: a round may fall just inside it for one worker and just
-	// outside it for the other.
-	if many > one+2 {
-		t.Errorf("an idle worker of %d queues sent %d commands in %v, one of one queue %d", queues, many, window, one)
+	// An idle worker makes, each PollWait, one fetch, one probe and one or two blocking calls (a
+	// worker of several queues waits a short slice while the fetch of its periodic look at one
+	// queue is under way), whatever its number of queues; two more for the edges of the window.
+	budget := 4*int64(window/poll) + 2
+	if one > budget || many > budget {
+		t.Errorf("idle workers sent %d (one queue) and %d (%d queues) commands in %v, more than %d", one, many, queues, window, budget)
+	}
+	// The idle worker of one queue fetches once per PollWait: one of its two fetchers waits in
+	// Redis and fetches when that wait ends, the other stays parked.
+	if fetches := oneNames["fcall"] + oneNames["evalsha"]; fetches > int64(window/poll)+2 {
+		t.Errorf("an idle worker of one queue made %d script calls in %v, more than one per PollWait %v", fetches, window, poll)
 	}
 	// Still awake: a task on the last queue runs at once, not after the idle queues' turns.
 	start := time.Now()

@@ -62,12 +62,12 @@ func (p *runner) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, s
 		}
 		if err == nil && len(ds) == 0 {
 			ride(false)
-			wait := p.cfg.PollWait
-			if nextDue >= 0 {
-				wait = max(min(wait, nextDue), time.Millisecond)
+			wait, due := p.cfg.PollWait, false
+			if nextDue >= 0 && nextDue < wait {
+				wait, due = max(nextDue, time.Millisecond), true
 			}
 			var woken bool
-			woken, err = shard.wait(ctx, wait)
+			woken, err = shard.wait(ctx, wait, due)
 			if woken && len(p.slots) == 0 {
 				// Every slot is busy (with other shards' work): hand the wake-up on, so an idle
 				// worker takes this shard's work now rather than at the end of its own wait. (A
@@ -95,6 +95,7 @@ func (p *runner) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, s
 		if len(ds) == 0 {
 			continue
 		}
+		shard.busy()
 		engs := make([]*engine.Engine, len(ds))
 		for i := range engs {
 			engs[i] = eng

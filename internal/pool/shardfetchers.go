@@ -11,9 +11,11 @@ import (
 // shardFetchers is what the fetchers of one shard share: which of them waits in Redis for work,
 // how many fetch now, and the backoff after failed fetches.
 //
-// One fetcher at a time waits in Redis; the others park until that wait ends, or their own wait's
-// time is up, and then look again. A worker with two fetchers on one shard thus holds one blocked
-// connection while idle, not two, and both fetch again once work comes.
+// One fetcher at a time waits in Redis, and fetches again when its wait ends; the others park
+// until the shard may have work: that wait took a wake-up token, or a fetch of the shard found
+// tasks (busy), or delayed work a parked fetcher learnt of is due. A worker with two fetchers on
+// one shard thus holds one blocked connection while idle, not two, and makes one fetch each
+// PollWait, not two; both fetch again once work comes.
 //
 // A fetch that begins while another is under way is told so (begin), and waits until it holds
 // half of all slots, or the other returns (runner.fetchFree): two calls in flight keep Redis busy,
@@ -22,7 +24,8 @@ import (
 type shardFetchers struct {
 	eng      *engine.Engine
 	mu       sync.Mutex
-	waiting  chan struct{} // while a fetcher waits in Redis; closed when its wait ends
+	waiting  bool          // a fetcher waits in Redis
+	idle     chan struct{} // made by a fetcher that parks; closed when the shard may have work
 	fetching int           // fetches under way (between begin and end)
 	fetched  chan struct{} // made by a begin that found a fetch under way; closed by the next end
 	backoff  time.Duration // the wait after the last failed fetch; 0 after a fetch that did not fail
@@ -80,34 +83,60 @@ func (s *shardFetchers) end() {
 }
 
 // wait waits in Redis for up to d for work on the shard, or, while another fetcher does that,
-// until its wait ends or d passes. It reports whether this call took a wake-up token, and fails
-// with Engine.Wait's error or ctx's.
+// parks until the shard may have work (see shardFetchers) or, when due is set, until d passes. It
+// reports whether this call took a wake-up token, and fails with Engine.Wait's error or ctx's.
 //
-// A parked fetcher keeps its own d: it may be due sooner than the other's (a delayed task due in
-// d, which this fetcher's fetch learnt of), and the fetch that learnt of it may also have dropped
-// the wake-up token that would have ended the other's wait.
-func (s *shardFetchers) wait(ctx context.Context, d time.Duration) (woken bool, err error) {
+// due says that d is when delayed work this fetcher's fetch learnt of is due: a parked fetcher
+// keeps that time, which may be sooner than the other's, whose fetch may not have seen the work
+// (and the fetch that learnt of it may have dropped the wake-up token that would have ended the
+// other's wait). Without it, a parked fetcher stays parked when the other's wait ends empty: the
+// other fetches then, and a second fetch would find what the first found.
+func (s *shardFetchers) wait(ctx context.Context, d time.Duration, due bool) (woken bool, err error) {
 	s.mu.Lock()
-	if ch := s.waiting; ch != nil {
+	if s.waiting {
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		idle := s.idle
 		s.mu.Unlock()
-		t := time.NewTimer(d)
-		defer t.Stop()
+		var until <-chan time.Time
+		if due {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			until = t.C
+		}
 		select {
-		case <-ch:
-		case <-t.C:
+		case <-idle:
+		case <-until:
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
 		return false, nil
 	}
-	ch := make(chan struct{})
-	s.waiting = ch
+	s.waiting = true
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.waiting = nil
-		close(ch)
+		s.waiting = false
+		if woken {
+			s.workLocked()
+		}
 		s.mu.Unlock()
 	}()
 	return s.eng.Wait(ctx, d)
+}
+
+// busy notes that a fetch of the shard found tasks: fetchers parked in wait fetch again.
+func (s *shardFetchers) busy() {
+	s.mu.Lock()
+	s.workLocked()
+	s.mu.Unlock()
+}
+
+// workLocked ends the parking of the fetchers parked in wait. Called with mu held.
+func (s *shardFetchers) workLocked() {
+	if s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
 }

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -22,25 +23,13 @@ func TestShardFetchersParkedWaitKeepsItsDueTime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	long := make(chan error, 1)
 	go func() {
-		_, err := s.wait(ctx, 10*time.Minute)
+		_, err := s.wait(ctx, 10*time.Minute, false)
 		long <- err
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		s.mu.Lock()
-		waiting := s.waiting != nil
-		s.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first wait never began")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInRedis(t, s)
 	short := make(chan error, 1)
 	go func() {
-		woken, err := s.wait(ctx, 20*time.Millisecond)
+		woken, err := s.wait(ctx, 20*time.Millisecond, true)
 		if woken {
 			t.Error("the parked wait reports a wake-up token it did not take")
 		}
@@ -57,6 +46,99 @@ func TestShardFetchersParkedWaitKeepsItsDueTime(t *testing.T) {
 	cancel()
 	if err := <-long; err == nil {
 		t.Error("the long wait returned nil after its context ended")
+	}
+}
+
+// waitUntil waits until cond, read with s.mu held, holds.
+func waitUntil(t *testing.T, s *shardFetchers, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(what + " never happened")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitInRedis waits until a fetcher of s waits in Redis.
+func waitInRedis(t *testing.T, s *shardFetchers) {
+	t.Helper()
+	waitUntil(t, s, "a wait in Redis", func() bool { return s.waiting })
+}
+
+// TestShardFetchersParkedUntilWork: a fetcher parked behind another's wait in Redis, with no due
+// time of its own, stays parked when that wait ends without work and through the waits in Redis
+// after it (whose fetcher fetches after each: a second fetch would find the same), and returns
+// when a fetch of the shard found tasks (busy) or when a wait took a wake-up token.
+func TestShardFetchersParkedUntilWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eng, err := engine.New(redistest.Client(t), engine.Config{Queue: redistest.Queue(t), MaxBlock: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shardFetchers{eng: eng}
+	// park starts a fetcher's wait behind the wait in Redis under way and returns once it parked.
+	park := func() chan error {
+		waitInRedis(t, s)
+		done := make(chan error, 1)
+		go func() {
+			woken, err := s.wait(ctx, time.Minute, false)
+			if woken {
+				err = errors.New("the parked wait reports a wake-up token it did not take")
+			}
+			done <- err
+		}()
+		waitUntil(t, s, "parking", func() bool { return s.idle != nil })
+		return done
+	}
+	// inRedis starts a wait in Redis of up to a minute; it ends with its context, or a token.
+	inRedis := func(ctx context.Context) chan bool {
+		woken := make(chan bool, 1)
+		go func() {
+			w, _ := s.wait(ctx, time.Minute, false)
+			woken <- w
+		}()
+		return woken
+	}
+
+	waitCtx, endWait := context.WithCancel(ctx)
+	first := inRedis(waitCtx)
+	done := park()
+	endWait()
+	<-first
+	for range 3 { // the next waits in Redis, as the other fetcher makes them after its fetches
+		if woken, err := s.wait(ctx, 20*time.Millisecond, false); err != nil || woken {
+			t.Fatalf("an empty wait in Redis: woken %v, %v", woken, err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the parked fetcher returned when the waits in Redis ended without work (%v)", err)
+	default:
+	}
+	s.busy()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	woken := inRedis(ctx)
+	done = park()
+	if err := eng.Wake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !<-woken {
+		t.Error("the wait in Redis returned without the wake-up token")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
