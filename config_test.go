@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/redistest"
 )
 
 // TestPublishMiddlewareRefused: NewQueue refuses a nil publish middleware, and one that returns a
@@ -101,5 +103,28 @@ func TestZeroQueueAndWorker(t *testing.T) {
 		if _, err := w.RunOnce(ctx); !errors.Is(err, srq.ErrInvalid) {
 			t.Errorf("RunOnce of a %s Worker: %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// TestQueueScripts: QueueConfig.Scripts reaches the queue's engines: with engine.ScriptsEval a
+// publish runs its script with EVALSHA (or EVAL), never FCALL; an unknown mode is refused.
+func TestQueueScripts(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	calls := &allCalls{names: map[string]int64{}}
+	c.AddHook(calls)
+	q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t), Scripts: engine.ScriptsEval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Publish(context.Background(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, names := calls.take()
+	if names["evalsha"]+names["eval"] == 0 || names["fcall"] > 0 {
+		t.Errorf("commands of a publish with ScriptsEval: %v", names)
+	}
+	if _, err := srq.NewQueue[int](c, srq.QueueConfig{Name: "q", Scripts: "lua"}); !errors.Is(err, srq.ErrInvalid) {
+		t.Errorf("Scripts \"lua\": %v, want ErrInvalid", err)
 	}
 }

@@ -62,6 +62,11 @@ type QueueConfig struct {
 	// PublishMiddleware wraps every publish of the queue, first outermost: tracing and metrics of
 	// the producer side (package middleware).
 	PublishMiddleware []PublishMiddleware
+	// Scripts says how the queue runs srq's Lua scripts: engine.ScriptsFunction (a Redis Functions
+	// library, loaded once per server, falling back to EVALSHA where the server refuses FUNCTION)
+	// or engine.ScriptsEval (EVALSHA). Default engine.ScriptsDefault: what the SRQ_SCRIPTS
+	// environment variable names, else functions. NewQueue fails with ErrInvalid for another value.
+	Scripts engine.ScriptMode
 }
 
 // Publishing is one publish call as publish middleware sees it: encoded messages, before they go

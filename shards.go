@@ -41,6 +41,7 @@ func newShardSet(client redis.UniversalClient, cfg QueueConfig) (*shardSet, erro
 			DeadLetterMaxCount: cfg.DeadLetterMaxCount, DeadLetterMaxAge: cfg.DeadLetterMaxAge,
 			CrashIsNotAttempt: cfg.CrashIsNotAttempt, MaxPayloadBytes: cfg.MaxPayloadBytes,
 			ResultRetention: cfg.ResultRetention, MaxResultBytes: cfg.MaxResultBytes, Events: cfg.Events,
+			Scripts: cfg.Scripts,
 		})
 		if err != nil {
 			return nil, err
