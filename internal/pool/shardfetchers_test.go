@@ -125,20 +125,34 @@ func TestShardFetchersParkedUntilWork(t *testing.T) {
 	default:
 	}
 	s.busy()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	returned(t, done, "after busy")
 
 	woken := inRedis(ctx)
 	done = park()
 	if err := eng.Wake(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !<-woken {
-		t.Error("the wait in Redis returned without the wake-up token")
+	select {
+	case w := <-woken:
+		if !w {
+			t.Error("the wait in Redis returned without the wake-up token")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the wait in Redis did not return after a wake-up")
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	returned(t, done, "after a wait took a wake-up token")
+}
+
+// returned fails t unless the parked wait done returns nil within a minute.
+func returned(t *testing.T, done chan error, when string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the parked wait %s: %v", when, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the parked wait did not return %s", when)
 	}
 }
 
