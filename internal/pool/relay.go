@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/srqueue/srq/engine"
@@ -15,21 +16,41 @@ const flowPublishTimeout = 5 * time.Minute
 // wrote to it, and every RecoverInterval for what other processes and operators left there. On
 // that tick it also undoes flow publishes whose publisher died. It ends when ctx does.
 func (p *runner) relayLoop(ctx context.Context) error {
-	return p.perShard(func(eng *engine.Engine) { p.relayShard(ctx, eng) })
+	return p.perShard(func(eng *engine.Engine) {
+		t := time.NewTicker(p.cfg.RecoverInterval)
+		defer t.Stop()
+		p.relayOn(ctx, eng, &relayer{}, t.C)
+	})
 }
 
-func (p *runner) relayShard(ctx context.Context, eng *engine.Engine) {
-	t := time.NewTicker(p.cfg.RecoverInterval)
-	defer t.Stop()
+// relayer is the state of a shard's relay loop (relayOn) that upkeepLoop drives.
+type relayer struct {
+	kick    chan struct{} // a probe found messages in the outbox or an abandoned flow publish; nil: none come
+	flows   atomic.Bool   // undo abandoned flow publishes before the next relay
+	failing atomic.Int64  // unix ns of the last failed relay; 0 after a success
+}
+
+// relayOn relays eng's outbox when a call of this worker wrote to it (engine.RelayDue), when
+// upkeep kicks rl (undoing abandoned flow publishes first when rl says so) and at every tick
+// (undoing them first every time; nil: no ticks), until ctx ends.
+func (p *runner) relayOn(ctx context.Context, eng *engine.Engine, rl *relayer, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-eng.RelayDue():
-		case <-t.C:
+		case <-rl.kick:
+		case <-tick:
+			rl.flows.Store(true)
+		}
+		if rl.flows.Swap(false) {
 			p.recoverFlows(ctx, eng)
 		}
-		p.relay(ctx, eng)
+		if p.relay(ctx, eng) {
+			rl.failing.Store(0)
+		} else {
+			rl.failing.Store(time.Now().UnixNano())
+		}
 	}
 }
 

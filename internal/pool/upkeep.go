@@ -28,13 +28,6 @@ func (p *runner) probes() bool {
 	return true
 }
 
-// relayer is a shard's relay loop as upkeepLoop drives it.
-type relayer struct {
-	kick    chan struct{} // a probe found messages in the outbox or an abandoned flow publish
-	flows   atomic.Bool   // undo abandoned flow publishes before the next relay
-	failing atomic.Int64  // unix ns of the last failed relay; 0 after a success
-}
-
 // upkeeper is one upkeepLoop's state.
 type upkeeper struct {
 	relayers   map[*engine.Engine]*relayer
@@ -83,7 +76,7 @@ func (p *runner) upkeepLoop(ctx context.Context) error {
 		rl := &relayer{kick: make(chan struct{}, 1)}
 		u.relayers[eng] = rl
 		u.recovering[eng], u.firing[eng] = &atomic.Bool{}, &atomic.Bool{}
-		u.work.Go(func() { p.relayOn(ctx, eng, rl) })
+		u.work.Go(func() { p.relayOn(ctx, eng, rl, nil) })
 	}
 	every := min(p.cfg.PollWait, p.cfg.RecoverInterval)
 	t := time.NewTimer(0)
@@ -160,27 +153,6 @@ func (p *runner) upkeep(ctx context.Context, u *upkeeper) {
 			case rl.kick <- struct{}{}:
 			default:
 			}
-		}
-	}
-}
-
-// relayOn relays eng's outbox when a call of this worker wrote to it (engine.RelayDue) and when
-// upkeep kicks rl, undoing abandoned flow publishes first when rl says so, until ctx ends.
-func (p *runner) relayOn(ctx context.Context, eng *engine.Engine, rl *relayer) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-eng.RelayDue():
-		case <-rl.kick:
-		}
-		if rl.flows.Swap(false) {
-			p.recoverFlows(ctx, eng)
-		}
-		if p.relay(ctx, eng) {
-			rl.failing.Store(0)
-		} else {
-			rl.failing.Store(time.Now().UnixNano())
 		}
 	}
 }
