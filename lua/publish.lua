@@ -181,8 +181,9 @@ for i = 1, #parts, 1000 do
 end
 for i = 1, #parts do
   local p = parts[i]
-  -- A partition already in ready keeps its turn: new work changes nothing about it.
-  if scores[i] ~= false then ix_ready = ix_ready or {}; ix_ready[p] = now end
+  -- A partition already in ready keeps its turn: new work changes nothing about it. Its earliest
+  -- task is available, so its head is at most now (a partition is in ready only while it is).
+  if scores[i] ~= false then head_at_most(p, now) end
   local in_ready = scores[i] ~= false or place_new(p, first[p])
   if in_ready and available[p] then ready_now = ready_now + available[p] end
 end

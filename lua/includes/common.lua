@@ -490,10 +490,10 @@ end
 -- must be read again (earliest) because a pending task left p without the script knowing what
 -- comes next.
 local ix_parts, ix_delta, ix_low, ix_head, ix_head_s = {}, {}, {}, {}, {}
--- ix_low_s[p] is ix_low[p] formatted already (head_lower), and ix_ready[p] a time at which the
--- script saw p in ready, so its head was at most that time (publish.lua). Only publish uses them:
--- they stay nil, no table made, in the other scripts.
-local ix_low_s, ix_ready
+-- ix_low_s[p] is ix_low[p] formatted already (head_lower), and ix_most[p] a time p's head was at
+-- most when the script began (head_at_most). Only publish notes them: in the other scripts they
+-- stay nil, no table made.
+local ix_low_s, ix_most
 
 local function ix_touch(p)
   if ix_delta[p] == nil then ix_delta[p] = 0; ix_parts[#ix_parts + 1] = p end
@@ -513,6 +513,13 @@ local function head_lower(p, t, t_s)
     ix_low[p] = t
     if t_s then ix_low_s = ix_low_s or {}; ix_low_s[p] = t_s elseif ix_low_s then ix_low_s[p] = nil end
   end
+end
+
+-- head_at_most notes that p's head in heads was at most t when the script began, if p had pending
+-- tasks then: index_flush then leaves out a lowering to t or later, which could not change it.
+local function head_at_most(p, t)
+  ix_most = ix_most or {}
+  ix_most[p] = t
 end
 
 -- head_is notes that p's earliest pending available-at is t now (nil: p has none left), or false:
@@ -588,10 +595,9 @@ local function index_flush()
       end
       if h then
         exact[#exact + 1] = h_s or int(h); exact[#exact + 1] = p
-      elseif ix_low[p] and not (ix_ready and ix_ready[p] and ix_low[p] >= ix_ready[p] and counts[i] > ix_delta[p]) then
-        -- Skipped when the ZADD LT would change nothing: p had pending tasks and was in ready,
-        -- so heads holds its earliest, at most ix_ready[p] (a partition is in ready only while
-        -- its earliest task is available), and every task that joined it is no earlier.
+      elseif ix_low[p] and not (ix_most and ix_most[p] and ix_low[p] >= ix_most[p] and counts[i] > ix_delta[p]) then
+        -- Left out when p had pending tasks before the script (heads has its entry) and that
+        -- entry is no later than every task that joined: the ZADD LT would change nothing.
         low[#low + 1] = ix_low_s and ix_low_s[p] or int(ix_low[p]); low[#low + 1] = p
       end
     end
