@@ -25,7 +25,7 @@
 -- @include ack_tasks
 
 local now = now_ms()
-local res = ack_tasks(now, tonumber(ARGV[2]), tonumber(ARGV[3]), 4, #ARGV)
+local res = ack_tasks(now, ARGV[2] + 0, ARGV[3] + 0, 4, #ARGV)
 if flow_queue then flow_run(now) end
 if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 finish()

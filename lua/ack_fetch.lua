@@ -31,21 +31,21 @@
 -- @include fetch_tasks
 
 local now = now_ms()
-local f = tonumber(ARGV[4])
+local f = ARGV[4] + 0
 local first_ack = 5 + 4 * f
-local codes = ack_tasks(now, tonumber(ARGV[2]), tonumber(ARGV[3]), first_ack, #ARGV)
+local codes = ack_tasks(now, ARGV[2] + 0, ARGV[3] + 0, first_ack, #ARGV)
 -- Flow steps the acks released are pending now, for the fetches below to take.
 if flow_queue then flow_run(now) end
 local ack_ready_wakes = ready_wakes -- sleepers to wake for the partitions the ack made ready
 
 local total = 0
-for i = 1, f do total = total + tonumber(ARGV[4 * i + 2]) end
+for i = 1, f do total = total + ARGV[4 * i + 2] end
 fetch_begin(now, total)
 local res, short = {codes}, false
 for i = 1, f do
   local a = 4 * i + 1
-  local n = tonumber(ARGV[a + 1])
-  local out, taken = fetch_tasks(now, ARGV[a], n, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+  local n = ARGV[a + 1] + 0
+  local out, taken = fetch_tasks(now, ARGV[a], n, ARGV[a + 2] + 0, ARGV[a + 3] + 0)
   if taken < n then short = true end
   res[i + 1] = out
 end

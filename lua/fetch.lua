@@ -19,9 +19,9 @@
 -- @include common
 -- @include fetch_tasks
 
-local now, n = now_ms(), tonumber(ARGV[3])
+local now, n = now_ms(), ARGV[3] + 0
 fetch_begin(now, n)
-local out = fetch_tasks(now, ARGV[2], n, tonumber(ARGV[4]), tonumber(ARGV[5]))
+local out = fetch_tasks(now, ARGV[2], n, ARGV[4] + 0, ARGV[5] + 0)
 fetch_end()
 finish()
 return out

@@ -27,8 +27,8 @@
 
 local now = now_ms()
 local now_s = int(now)
-local window = tonumber(ARGV[2])
-local batches = tonumber(ARGV[3])
+local window = ARGV[2] + 0
+local batches = ARGV[3] + 0
 local TASK = 10 -- values per task
 local first_task = 4 + batches
 local res, parts, seen, levels_seen = {}, {}, {}, {}
@@ -41,8 +41,8 @@ local NO_FIELDS = {} -- unpacks to nothing: the optional fields of a task that h
 local function exists(id)
   if redis.call('EXISTS', k_task(id)) == 1 then return true end
   if window == 0 then return false end
-  local acked = tonumber(redis.call('ZSCORE', K_DEDUP, id))
-  return acked ~= nil and acked > now - window
+  local acked = redis.call('ZSCORE', K_DEDUP, id)
+  return acked and acked + 0 > now - window
 end
 
 -- refusals returns, by the ARGV index of their id, the codes of the tasks of the batches that would
@@ -62,7 +62,7 @@ local function refusals()
   local ids, has, count = {}, {}, {}
   local at = first_task
   for b = 1, batches do
-    local last = at + TASK * (tonumber(ARGV[3 + b]) - 1)
+    local last = at + TASK * (ARGV[3 + b] - 1)
     local new_ids, new_has, more, over = {}, {}, {}, nil
     for i = at, last, TASK do
       local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -103,9 +103,9 @@ for i = first_task, #ARGV, TASK do
     res[#res + 1] = DUPLICATE
     dups = dups + 1
   else
-    local t, t_s = tonumber(ARGV[i + 4]), ARGV[i + 4]
+    local t, t_s = ARGV[i + 4] + 0, ARGV[i + 4]
     if t <= 0 then
-      local delay = tonumber(ARGV[i + 3])
+      local delay = ARGV[i + 3] + 0
       if delay == 0 then t, t_s = now, now_s else t = now + delay; t_s = int(t) end
     end
     local s = next_seq()
@@ -156,7 +156,8 @@ local function place_new(p, first_t)
   if paused or limit or blocked then return place(p, now) end
   if is_ordered(p) and redis.call('EXISTS', k_held(p)) == 1 then return false end
   local e = first_t
-  local s = tonumber(redis.call('ZSCORE', K_SCHED, p))
+  local s = redis.call('ZSCORE', K_SCHED, p)
+  s = s and s + 0
   if s and s < e then e = s end
   if e <= now then
     if s then redis.call('ZREM', K_SCHED, p) end

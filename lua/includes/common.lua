@@ -101,12 +101,17 @@ end
 -- once per script, or write constants as strings ('0', '-1').
 local function int(n) return string.format('%d', n) end
 
+-- The scripts turn the numbers Redis replies with (scores, counts, the clock) into Lua numbers by
+-- arithmetic, s + 0, which parses the string once; tonumber(s) parses it twice (lua_isnumber, then
+-- lua_tonumber), with strtod at about 500 instructions each. A reply that may be missing (false)
+-- is tested first: s and s + 0.
+
 -- now_ms is the Redis server's clock: workers' clocks never decide what is due. The last reading
 -- is kept for the counter's floor (seq_load).
 local clock_ms
 local function now_ms()
   local t = redis.call('TIME')
-  clock_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  clock_ms = t[1] * 1000 + math.floor(t[2] / 1000)
   return clock_ms
 end
 
@@ -267,7 +272,7 @@ local ready_adds = {}
 local function ready_push(p)
   if not ready_tail then
     local last = redis.call('ZRANGE', K_READY, '-1', '-1', 'WITHSCORES')
-    ready_tail = tonumber(last[2]) or 0
+    ready_tail = last[2] and last[2] + 0 or 0
     ready_fresh = last[2] == nil -- ready does not exist: the flush creates it
   end
   ready_tail = ready_tail + 1
@@ -396,7 +401,7 @@ end
 local function earliest_below(p, levels, i, e, e_s)
   for j = i + 1, #levels do
     local head = redis.call('ZRANGE', k_pending(p, levels[j]), '0', '0', 'WITHSCORES')
-    local s = tonumber(head[2])
+    local s = head[2] and head[2] + 0
     if s and (not e or s < e) then e, e_s = s, head[2] end
   end
   return e, e_s
@@ -425,8 +430,8 @@ local function pick(p, now, levels)
   for i = 1, #levels do
     local kp = k_pending(p, levels[i])
     local head = redis.call('ZRANGE', kp, '0', '1', 'WITHSCORES')
-    local s = tonumber(head[2])
-    if s and s <= now then return head[1], levels[i], kp, tonumber(head[4]), head[4], i, low, low_s end
+    local s = head[2] and head[2] + 0
+    if s and s <= now then return head[1], levels[i], kp, head[4] and head[4] + 0, head[4], i, low, low_s end
     if s and (not low or s < low) then low, low_s = s, head[2] end
   end
   return nil
@@ -439,7 +444,7 @@ end
 local wakes, ready_wakes = 0, 0
 local function schedule(p, e)
   local head = redis.call('ZRANGE', K_SCHED, '0', '0', 'WITHSCORES')
-  if not head[2] or e < tonumber(head[2]) then wakes = wakes + 1 end
+  if not head[2] or e < head[2] + 0 then wakes = wakes + 1 end
   redis.call('ZADD', K_SCHED, int(e), p)
 end
 
@@ -458,7 +463,12 @@ local function place(p, now, outside, settled)
   local paused, limit, blocked = meta(p)
   local e
   if not paused and not is_held(p, limit) then
-    if settled then e = tonumber(redis.call('ZSCORE', K_HEADS, p)) else e = earliest(p) end
+    if settled then
+      local h = redis.call('ZSCORE', K_HEADS, p)
+      e = h and h + 0
+    else
+      e = earliest(p)
+    end
   end
   if not e then
     if not outside then
@@ -562,9 +572,9 @@ local function index_flush()
   if n == 1 then
     local p = ix_parts[1]
     if ix_delta[p] == 0 then
-      counts[1] = tonumber(redis.call('ZSCORE', K_DEPTH, p)) or 0
+      counts[1] = (redis.call('ZSCORE', K_DEPTH, p) or 0) + 0
     else
-      counts[1] = tonumber(redis.call('ZINCRBY', K_DEPTH, int(ix_delta[p]), p))
+      counts[1] = redis.call('ZINCRBY', K_DEPTH, int(ix_delta[p]), p) + 0
     end
   else
     local cur = {}
@@ -575,7 +585,7 @@ local function index_flush()
     local set = {}
     for i = 1, n do
       local p = ix_parts[i]
-      local c = (tonumber(cur[i]) or 0) + ix_delta[p]
+      local c = (cur[i] or 0) + ix_delta[p]
       counts[i] = c
       if c > 0 and ix_delta[p] ~= 0 then set[#set + 1] = int(c); set[#set + 1] = p end
     end

@@ -61,7 +61,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     local kt = k_task(id)
     local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x', 'o')
     local attempt = '1' -- a first attempt, the usual case, needs no formatting
-    if f[1] then attempt = int(tonumber(f[1]) + 1) end
+    if f[1] then attempt = int(f[1] + 1) end
     local token = next_seq()
     leases[#leases + 1] = id
     if track then
@@ -155,7 +155,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     -- Nothing is ready, so any wake-up token left is stale; drop them so sleepers sleep.
     redis.call('DEL', K_WAKE)
     local next_due = redis.call('ZRANGE', K_SCHED, '0', '0', 'WITHSCORES')
-    if next_due[2] then out[3] = math.max(1, tonumber(next_due[2]) - now) else out[3] = -1 end
+    if next_due[2] then out[3] = math.max(1, next_due[2] - now) else out[3] = -1 end
   end
   return out, taken
 end

@@ -93,7 +93,7 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   end
   local last = redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES')
   local score = now * 1000
-  if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
+  if last[2] and last[2] + 0 >= score then score = last[2] + 1 end
   redis.call('ZADD', K_DEAD, score, id)
   stat('dead', 1)
   local budget, trimmed = 100, 0
