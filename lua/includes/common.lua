@@ -101,10 +101,10 @@ end
 -- once per script, or write constants as strings ('0', '-1').
 local function int(n) return string.format('%d', n) end
 
--- The scripts turn the numbers Redis replies with (scores, counts, the clock) into Lua numbers by
--- arithmetic, s + 0, which parses the string once; tonumber(s) parses it twice (lua_isnumber, then
--- lua_tonumber), with strtod at about 500 instructions each. A reply that may be missing (false)
--- is tested first: s and s + 0.
+-- The hot paths (publish, fetch, ack and the helpers they share) turn the numbers of replies and
+-- arguments (scores, counts, the clock) into Lua numbers by arithmetic, s + 0, which parses the
+-- string once; tonumber(s) parses it twice (lua_isnumber, then lua_tonumber), with strtod at about
+-- 500 instructions each. A reply that may be missing (false) is tested first: s and s + 0.
 
 -- now_ms is the Redis server's clock: workers' clocks never decide what is due. The last reading
 -- is kept for the counter's floor (seq_load).
