@@ -13,7 +13,8 @@ var (
 	// task was returned or delivered again. A handler whose context ends with this cause has lost
 	// its lease: another consumer may be running the task.
 	ErrStaleToken = engine.ErrStaleToken
-	// ErrNotFound is returned for a task id that does not exist.
+	// ErrNotFound is wrapped by the error for a task, flow, schedule or queue that does not exist;
+	// the error names which.
 	ErrNotFound = engine.ErrNotFound
 	// ErrNotDead is returned when requeueing a task that is not a dead letter.
 	ErrNotDead = engine.ErrNotDead

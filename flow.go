@@ -36,7 +36,9 @@ const (
 )
 
 // ErrFlowConflict is wrapped by the error for a flow one of whose steps' task ids exists already
-// (a task published with the id "<flow id>/<step name>" outside the flow): nothing was published.
+// (a task published with the id "<flow id>/<step name>" outside the flow), or whose id names a
+// flow kept in one of its queues (shards) other than its home (the flow's first step was there):
+// nothing was published.
 var ErrFlowConflict = engine.ErrFlowConflict
 
 // flowHeader carries a step's flow id in its task's headers, so its Delivery knows its flow.

@@ -3,14 +3,16 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
 	// ErrStaleToken is returned for a task whose fencing token is not the current lease's: the
 	// lease expired and the task was returned or delivered again, or it was settled already.
 	ErrStaleToken = errors.New("srq: stale fencing token: the task's lease is no longer held")
-	// ErrNotFound is returned for a task id that does not exist.
-	ErrNotFound = errors.New("srq: task not found")
+	// ErrNotFound is wrapped by the error for a task, flow, schedule or queue that does not exist;
+	// the error names which.
+	ErrNotFound = errors.New("srq: not found")
 	// ErrNotDead is returned when requeueing a task that is not a dead letter.
 	ErrNotDead = errors.New("srq: task is not a dead letter")
 	// ErrInvalid is wrapped by every error about a bad argument or configuration.
@@ -93,3 +95,22 @@ func codeError(code int64) error {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
+
+// invalidIn returns err, a bad argument of what (`schedule "x"`), as an error that wraps
+// ErrInvalid and err and says "srq: invalid argument" once, also when err wraps ErrInvalid itself.
+func invalidIn(what string, err error) error {
+	if !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, what, err)
+	}
+	msg := strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ")
+	return &scopedError{msg: ErrInvalid.Error() + ": " + what + ": " + msg, err: err}
+}
+
+// scopedError is an error with a message of its own around err, which it wraps.
+type scopedError struct {
+	msg string
+	err error
+}
+
+func (e *scopedError) Error() string { return e.msg }
+func (e *scopedError) Unwrap() error { return e.err }

@@ -32,8 +32,9 @@ const (
 
 var (
 	// ErrFlowConflict is wrapped by the error for a flow one of whose steps' task ids exists
-	// already (a task published with that id outside the flow): nothing was published.
-	ErrFlowConflict = errors.New("srq: a flow step's task id exists already")
+	// already (a task published with that id outside the flow), or whose id names a flow that
+	// lives in another of its queues (shards): nothing was published.
+	ErrFlowConflict = errors.New("srq: flow conflict")
 	// ErrFlowAborted is wrapped by the error for a flow whose publish took so long that it was
 	// undone (RecoverFlows) before it completed: nothing was published.
 	ErrFlowAborted = errors.New("srq: the flow's publish was undone before it completed")
@@ -368,7 +369,10 @@ func (p *flowPlan) result(res any) (duplicate bool, err error) {
 	if err == nil && len(rows) == 2 {
 		if code, _ := replyInt(rows[0]); code == codeConflict {
 			id, _ := replyString(rows[1])
-			return false, fmt.Errorf("%w: flow %s: task %s", ErrFlowConflict, p.spec.ID, id)
+			if id == p.spec.ID {
+				return false, fmt.Errorf("%w: flow %s: a flow of this id lives in another queue (or shard) of this flow: the one its first step was in", ErrFlowConflict, p.spec.ID)
+			}
+			return false, fmt.Errorf("%w: flow %s: task %s exists already", ErrFlowConflict, p.spec.ID, id)
 		}
 	}
 	return false, fmt.Errorf("srq: publish flow: malformed reply %v", res)
@@ -424,7 +428,11 @@ func (p *flowPlan) publishParts(ctx context.Context, home *Engine, keep int64) (
 			}
 			res, err := p.engs[base].run(ctx, scriptFlowPub, args...)
 			if err == nil {
-				_, err = p.result(res)
+				if _, err = p.result(res); err != nil {
+					// Refused: the call wrote nothing, and the ids it names may be another
+					// flow's, which the undo must not touch.
+					written[base] = written[base][:len(written[base])-len(chunk)]
+				}
 			}
 			if err != nil {
 				_, err = undo(err)
@@ -785,7 +793,7 @@ type Parent struct {
 	base  string
 }
 
-var parentStates = map[byte]State{'o': StateSucceeded, 'x': StateDead, 'X': StateDead, 'C': StateCancelled}
+var parentStates = map[byte]State{'o': StateSucceeded, 'x': StateDead, 'X': StateDead, 'c': StateCancelled, 'C': StateCancelled}
 
 // Parents returns the parents of flow step id (whose queue or shard is e), sorted by name, while
 // the step has not ended. It fails with ErrNotFound when id is no flow step or has ended, and with

@@ -41,10 +41,11 @@ type Outcome struct {
 	Error string
 }
 
-// Done reports whether the task has ended: it succeeded, is a dead letter, or was cancelled for
-// good (a flow step cancelled while its failed parent may be requeued has not ended).
+// Done reports whether the task has ended: it succeeded, is a dead letter, or was cancelled. A
+// dead letter may still be requeued and run; so may a flow step cancelled because a parent it
+// needs is a dead letter (its Ended is zero then): a requeue of that parent reopens it.
 func (o Outcome) Done() bool {
-	return o.State == StateSucceeded || o.State == StateDead || o.State == StateCancelled && !o.Ended.IsZero()
+	return o.State == StateSucceeded || o.State == StateDead || o.State == StateCancelled
 }
 
 // checkResults fails with ErrResultTooLarge when a receipt carries a result over the limit.

@@ -230,7 +230,7 @@ func (e *Engine) checkSchedule(def *ScheduleDef) (*storedSchedule, error) {
 	if err := validScheduleName(def.Name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	bad := func(err error) error { return fmt.Errorf("%w: schedule %q: %w", ErrInvalid, def.Name, err) }
+	bad := func(err error) error { return invalidIn(fmt.Sprintf("schedule %q", def.Name), err) }
 	if _, err := parseTiming(&def.ScheduleTiming); err != nil {
 		return nil, bad(err)
 	}
@@ -506,7 +506,7 @@ func (e *Engine) putSchedule(ctx context.Context, def *ScheduleDef, notBefore in
 	}
 	t, err := s.timing()
 	if err != nil {
-		return ScheduleInfo{}, fmt.Errorf("%w: schedule %q: %w", ErrInvalid, def.Name, err)
+		return ScheduleInfo{}, invalidIn(fmt.Sprintf("schedule %q", def.Name), err)
 	}
 	raw := mustJSON(s)
 	var out ScheduleInfo
@@ -621,7 +621,7 @@ func (e *Engine) setSchedulePaused(ctx context.Context, name string, paused bool
 		if !paused {
 			t, err := r.def.timing()
 			if err != nil {
-				return nil, fmt.Errorf("%w: schedule %q: %w", ErrInvalid, name, err)
+				return nil, invalidIn(fmt.Sprintf("schedule %q", name), err)
 			}
 			r.next = t.next(max(now, r.last))
 		}

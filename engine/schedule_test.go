@@ -353,8 +353,11 @@ func TestScheduleInvalidWritesNothing(t *testing.T) {
 			{Name: "y", Engine: b.engs[0], After: []FlowEdge{{Parent: "x"}}}}}},
 	}
 	for name, def := range cases {
-		if _, err := b.engs[0].PutSchedule(b.ctx, &def); !errors.Is(err, ErrInvalid) {
+		_, err := b.engs[0].PutSchedule(b.ctx, &def)
+		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		} else if n := strings.Count(err.Error(), ErrInvalid.Error()); n != 1 {
+			t.Errorf("%s: %q says %q %d times, want once", name, err, ErrInvalid.Error(), n)
 		}
 	}
 	if keys := b.mr.Keys(); len(keys) != 0 {

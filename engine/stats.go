@@ -14,7 +14,9 @@ type Stats struct {
 	Dead                int64 // dead letters now
 	ReadyPartitions     int64 // partitions that can hand out work now
 	ScheduledPartitions int64 // partitions whose next work is delayed or blocked
-	// Counters since the queue was created.
+	// Counters since the queue was created. Published counts the tasks a publish added and the
+	// flow steps that became pending when their parents released them (a step that waits counts
+	// in Waiting until then).
 	Published, Duplicates, Acked, Rejected, Recovered int64
 	DeadLettered, Requeued, Purged, Trimmed           int64
 	// TakenBack counts tasks returned because an earlier task of their ordered partition, leased

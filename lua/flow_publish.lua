@@ -25,7 +25,8 @@
 -- policy character followed by the parent's ref (key base .. task id; '' for none), and its
 -- children's refs as a JSON array ('' for none).
 -- Returns: OK; DUPLICATE when the flow id exists (all, claim); {CONFLICT, task id} when a step's
---          task id exists (all, part); ABORTED when the flow is no longer being published by this
+--          task id exists (all, part), {CONFLICT, flow id} when a flow of this id has its home in
+--          this slot and this publish's home is another (part); ABORTED when the flow is no longer being published by this
 --          nonce's publish (commit); FINISHED when the flow committed (abort at the home).
 
 -- @include common
@@ -127,7 +128,9 @@ elseif mode == 'claim' then
     redis.call('ZADD', k_flows_prep(), now_s, fid)
   end
 elseif mode == 'part' then
-  local id = conflict(6)
+  -- A flow of this id whose home is this slot while this publish's home is another: the id is
+  -- taken (a retry of one publish has one home, so it never comes here).
+  local id = ARGV[5] ~= BASE and redis.call('EXISTS', k_flow(fid)) == 1 and fid or conflict(6)
   if id then
     res = {CONFLICT, id}
   else

@@ -252,7 +252,7 @@ func TestCLIRoughEdges(t *testing.T) {
 	f := newFixture(t)
 	f.seed()
 	code, _, errOut := f.run("", "--queue", "q", "task", "nope")
-	if code != 1 || errOut != "srq: task not found: no task \"nope\" in queue \"q\" (acked tasks are gone)\n" {
+	if code != 1 || errOut != "srq: not found: no task \"nope\" in queue \"q\" (acked tasks are gone)\n" {
 		t.Errorf("unknown task: exit %d, %q; want exit 1 and one prefix", code, errOut)
 	}
 	code, _, errOut = f.run("", "--queue", "q", "dead", "list", "--cursor", "zz")

@@ -382,7 +382,7 @@ func TestExitCodes(t *testing.T) {
 		{"limit too big", "", []string{"--queue", "q", "partitions", "--limit", "100000"}, 2, "outside"},
 		{"bad cursor", "", []string{"--queue", "q", "dead", "list", "--cursor", "zz"}, 2, "start again with an empty cursor"},
 		{"task without id", "", []string{"--queue", "q", "task"}, 2, "exactly one task id"},
-		{"unknown task", "", []string{"--queue", "q", "task", "nope"}, 1, "task not found"},
+		{"unknown task", "", []string{"--queue", "q", "task", "nope"}, 1, "not found: no task"},
 		{"requeue needs a selection", "", []string{"--queue", "q", "dead", "requeue"}, 2, "exactly one of"},
 		{"requeue ids and all", "", []string{"--queue", "q", "dead", "requeue", "a", "--all"}, 2, "exactly one of"},
 		{"purge all unconfirmed", "", []string{"--queue", "q", "dead", "purge", "--all"}, 1, "pass --yes"},

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -103,17 +104,23 @@ func transient(err error) bool {
 // on a Redis that does not answer, every call waits for its timeout, and shutdown should not wait
 // for one per unit.
 func (p *runner) handBackWaiting(units chan []*job) {
+	p.handBack(waitingIn(units))
+}
+
+// waitingIn takes the jobs of every unit waiting in units now, without waiting for more.
+func waitingIn(units <-chan []*job) []*job {
 	var waiting []*job
-	for drained := false; !drained; {
+	for {
 		select {
 		case u, ok := <-units:
+			if !ok { // RunOnce's channel is closed: empty once ok is false
+				return waiting
+			}
 			waiting = append(waiting, u...)
-			drained = !ok // RunOnce's channel is closed: empty once ok is false
 		default:
-			drained = true
+			return waiting
 		}
 	}
-	p.handBack(waiting)
 }
 
 // release forgets a settled job and frees its slot, unless freeSlot did already.
@@ -140,10 +147,17 @@ func (p *runner) freeSlot(j *job) {
 	}
 }
 
-// handleLoop runs units until units is closed. After Run's context ended it runs no new task:
-// it hands them back.
+// handleLoop runs units until units is closed. After Run's context ended it runs no new task: a
+// unit it takes then goes back together with every other unit waiting in units, in one call per
+// shard, rather than in a call of its own.
 func (p *runner) handleLoop(units <-chan []*job) error {
 	for u := range units {
+		select {
+		case <-p.stopping:
+			p.handBack(slices.Concat(u, waitingIn(units)))
+			continue
+		default:
+		}
 		p.runUnit(u)
 	}
 	return nil

@@ -108,13 +108,12 @@ local function flow_fanout(id, name, s, v, e, from)
 end
 
 -- flow_end signals that step id of flow fid (home its flow's home) is in state s, with error e:
--- to its flow and, unless it is only cancelled for now (its children wait on it either way), to
--- its children.
+-- to its flow and to its children.
 local function flow_end(id, fid, home, s, e)
   local v = next_seq()
   local name = string.sub(id, #fid + 2)
   flow_note(home, fid, name, s, v)
-  if s ~= 'c' then flow_fanout(id, name, s, v, e or '', 0) end
+  flow_fanout(id, name, s, v, e or '', 0)
 end
 
 -- task_end records that task id (record kt, not yet deleted) ended in state s ('ok', 'dead' or
@@ -161,6 +160,7 @@ local function flow_release(id, kt, now)
   emit('released', id, 'p', p)
   stat('waiting', -1)
   stat('pending', 1)
+  stat('published', 1) -- a step is published when it is released
   place(p, now)
 end
 
@@ -174,14 +174,15 @@ local function flow_cancel(id, kt, reason, now)
 end
 
 -- flow_sat and flow_blk say what a parent in state s means to a child through an edge of policy
--- pol: 1 when the child no longer waits for it (it succeeded, or failed and the edge lets the
--- child go on), and 1 when it stops the child for now (dead-lettered, through a fail edge).
+-- pol: 1 when the child no longer waits for it (it succeeded, or failed or was cancelled and the
+-- edge lets the child go on), and 1 when it stops the child for now (dead-lettered or cancelled
+-- for now, through a fail edge).
 local function flow_sat(pol, s)
-  if s == 'o' or (pol ~= 'f' and (s == 'x' or s == 'X' or s == 'C')) then return 1 end
+  if s == 'o' or (pol ~= 'f' and (s == 'x' or s == 'c' or s == 'X' or s == 'C')) then return 1 end
   return 0
 end
 local function flow_blk(pol, s)
-  if pol == 'f' and s == 'x' then return 1 end
+  if pol == 'f' and (s == 'x' or s == 'c') then return 1 end
   return 0
 end
 
@@ -209,12 +210,18 @@ local function flow_signal(cid, pname, s, v, e, now)
   local b = tonumber(f[3]) + (flow_blk(pol, s) - flow_blk(pol, old))
   local name = string.sub(cid, #f[4] + 2)
   if b > 0 and st == 'w' then
+    -- Cancelled for now: its flow counts it failed, and its children treat it as they treat a
+    -- dead-lettered parent (a fail edge cancels them for now too, the others go on).
     redis.call('HSET', kt, 'R', r, 'B', b, 'S', 'c', 'x', why)
-    flow_note(f[5] or BASE, f[4], name, 'c', next_seq())
+    local cv = next_seq()
+    flow_note(f[5] or BASE, f[4], name, 'c', cv)
+    flow_fanout(cid, name, 'c', cv, why, 0)
   elseif b == 0 and st == 'c' then
     redis.call('HSET', kt, 'R', r, 'B', b, 'S', 'w')
     redis.call('HDEL', kt, 'x') -- the reason it was cancelled for is gone
-    flow_note(f[5] or BASE, f[4], name, 'r', next_seq())
+    local rv = next_seq()
+    flow_note(f[5] or BASE, f[4], name, 'r', rv)
+    flow_fanout(cid, name, 'r', rv, '', 0)
     st = 'w'
   else
     redis.call('HSET', kt, 'R', r, 'B', b)
