@@ -90,10 +90,13 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-// evilFixture publishes to a queue whose name, partitions, ids, consumer, headers, payload and
-// errors hold terminal escape sequences and a right-to-left override.
+// evilFixture publishes to a queue whose name holds bidirectional controls (a queue name may not
+// hold a control character) and whose partitions, ids, consumer, headers, payload and errors hold
+// terminal escape sequences and a right-to-left override; and registers legacyQueue, a name with an
+// escape sequence that an earlier srq accepted.
 const (
-	evilQueue     = "q\x1b[31m"
+	evilQueue     = "q\u202e\u2066"
+	legacyQueue   = "old\x1b[31m"
 	evilPartition = "\x1b]0;pwned\x07"
 	evilID        = "id\x1b[2J"
 	evilConsumer  = "c\x1b[5m\u202e"
@@ -103,6 +106,9 @@ const (
 func seedEvil(t *testing.T, f *fixture) {
 	t.Helper()
 	if err := engine.RegisterQueue(f.ctx, f.client, f.prefix, evilQueue, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.HSet(f.ctx, engine.RegistryKey(f.prefix), legacyQueue, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := engine.New(f.client, engine.Config{Queue: evilQueue, Prefix: f.prefix})
@@ -146,6 +152,7 @@ func TestEscapesControlCharacters(t *testing.T) {
 		{"--queue", evilQueue, "task", evilID + "2"},
 		{"--queue", evilQueue, "task", "nope\x1b[31m"},
 		{"--queue", "nope\x1b]0;t\x07", "stats"},
+		{"--queue", legacyQueue, "stats"},
 		{"--queue", evilQueue, "watch", "--count", "1"},
 		{"--queue", evilQueue, "dead", "requeue", "nope\x1b[31m"},
 		{"--queue", evilQueue, "resume", "--partition", evilPartition},
@@ -159,8 +166,8 @@ func TestEscapesControlCharacters(t *testing.T) {
 				t.Errorf("srq %q (exit %d) wrote the control character %q:\n%s", args, code, text[i:i+1], text)
 			}
 		}
-		if !strings.Contains(out+errOut, `\x1b`) && !strings.Contains(out+errOut, `\u001b`) {
-			t.Errorf("srq %q (exit %d) shows no escaped ESC:\n%s%s", args, code, out, errOut)
+		if !strings.Contains(out+errOut, `\x1b`) && !strings.Contains(out+errOut, `\u001b`) && !strings.Contains(out+errOut, `\u202e`) {
+			t.Errorf("srq %q (exit %d) shows no escaped ESC or RLO:\n%s%s", args, code, out, errOut)
 		}
 	}
 }
