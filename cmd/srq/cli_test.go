@@ -60,6 +60,47 @@ func TestRedactsRedisURL(t *testing.T) {
 	}
 }
 
+// TestRedisPasswordNeverShown: whatever a password holds ('/', '?', '#', '@', ':' unescaped, or
+// only digits), no part of it is printed: not by --help, not by a mistyped flag, and not by any
+// error a URL can give (an invalid database number, an unexpected option, Redis unreachable);
+// the URL is shown with its credentials as xxxxx.
+func TestRedisPasswordNeverShown(t *testing.T) {
+	t.Parallel()
+	for _, pw := range []string{"Zq/SECRET", "Zq?SECRET", "Zq#SECRET", "Zq@SECRET", "Zq:SECRET", "31415926"} {
+		for _, tail := range []struct{ name, at string }{
+			{"invalid database number", "127.0.0.1:1/abc"},
+			{"unexpected option", "127.0.0.1:1/0?frobnicate=1"},
+			{"cannot reach", "127.0.0.1:1/0?max_retries=-1"},
+		} {
+			u := "redis://alice:" + pw + "@" + tail.at
+			for _, args := range [][]string{
+				{"--redis-url", u, "--queue", "q", "stats"},
+				{"--redis-url", u, "web", "--help"},
+				{"--redis-url", u, "stats", "--nope"},
+				{"--redis-url", u, "web", "--addr", "127.0.0.1:0"},
+			} {
+				t.Run(pw+"/"+tail.name+"/"+args[2], func(t *testing.T) {
+					t.Parallel()
+					var out, errb bytes.Buffer
+					code := run(t.Context(), args, strings.NewReader(""), &out, &errb)
+					text := out.String() + errb.String()
+					for _, part := range []string{"Zq", "SECRET", "3141", "5926"} {
+						if strings.Contains(text, part) {
+							t.Fatalf("srq %q (exit %d) shows %q of the password:\n%s", args, code, part, text)
+						}
+					}
+					if code == 0 && args[3] != "--help" {
+						t.Fatalf("srq %q: exit 0:\n%s", args, text)
+					}
+					if !strings.Contains(text, "alice:xxxxx@") && !strings.Contains(text, "cannot reach Redis at 127.0.0.1:1: ") {
+						t.Fatalf("srq %q (exit %d) shows neither the URL redacted nor the address it cannot reach:\n%s", args, code, text)
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestRedactsRedisURLFromEnv: REDIS_URL's credentials are hidden as --redis-url's are, in the
 // error and in what srq web prints when it starts.
 func TestRedactsRedisURLFromEnv(t *testing.T) {
@@ -68,6 +109,16 @@ func TestRedactsRedisURLFromEnv(t *testing.T) {
 	code := run(context.Background(), []string{"--queue", "q", "stats"}, strings.NewReader(""), &out, &errb)
 	if code != 2 || !strings.Contains(errb.String(), "redis://:xxxxx@127.0.0.1:badport") || strings.Contains(errb.String(), "S3cr3tPW") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	t.Setenv("REDIS_URL", "redis://admin:S3cretPW@127.0.0.1:6481")
+	for _, args := range [][]string{{"web", "--help"}, {"web", "--adr", ":1"}, {"--queue", "q", "stats", "-h"}} {
+		out.Reset()
+		errb.Reset()
+		code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+		if text := out.String() + errb.String(); strings.Contains(text, "S3cretPW") ||
+			!strings.Contains(text, `(default "redis://admin:xxxxx@127.0.0.1:6481")`) {
+			t.Fatalf("srq %q: exit %d, output:\n%s", args, code, text)
+		}
 	}
 }
 

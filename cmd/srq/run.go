@@ -89,8 +89,11 @@ type options struct {
 	json, yes, verbose      bool
 }
 
+// register adds the shared flags to fs, each with its current value as its default. The usage
+// fs prints (--help, a mistyped flag) shows --redis-url's default with its credentials redacted.
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisURL, "redis-url", o.redisURL, "Redis URL (default $REDIS_URL, else redis://127.0.0.1:6379)")
+	fs.Lookup("redis-url").DefValue = redactURL(o.redisURL)
 	fs.StringVar(&o.prefix, "prefix", o.prefix, "key prefix of the queues")
 	fs.StringVar(&o.queue, "queue", o.queue, "the queue to act on")
 	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "PEM file of the CA certificates to trust (rediss://)")
@@ -271,6 +274,10 @@ func (c *cli) connect() error {
 	}
 	if c.opts.verbose {
 		setRedisLog(c.stderr)
+	}
+	if err := checkUserInfo(c.opts.redisURL); err != nil {
+		return usagef("bad --redis-url %q: %v (want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS)",
+			redactURL(c.opts.redisURL), err)
 	}
 	opt, err := redis.ParseURL(c.opts.redisURL)
 	if err != nil {
