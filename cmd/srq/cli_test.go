@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/srqueue/srq"
@@ -220,6 +221,68 @@ func TestEscapesControlCharacters(t *testing.T) {
 		if !strings.Contains(out+errOut, `\x1b`) && !strings.Contains(out+errOut, `\u001b`) && !strings.Contains(out+errOut, `\u202e`) {
 			t.Errorf("srq %q (exit %d) shows no escaped ESC or RLO:\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// hasControl reports whether text holds a C0 control other than a line break, DEL, a C1 control or
+// a bidirectional control, raw.
+func hasControl(text string) bool {
+	return strings.IndexFunc(text, func(r rune) bool { return r != '\n' && unsafeRune(r) }) >= 0
+}
+
+// TestJSONEscapesControlCharacters: --json output holds no control character (C0, DEL, C1) nor
+// bidirectional control raw: each is a \u escape, and decodes to the text it stands for.
+func TestJSONEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	seedEvil(t, f)
+	for _, args := range [][]string{
+		{"--json", "queues"},
+		{"--json", "--queue", evilQueue, "stats"},
+		{"--json", "--queue", evilQueue, "partitions", "--by", "paused"},
+		{"--json", "--queue", evilQueue, "inflight"},
+		{"--json", "--queue", evilQueue, "dead", "list"},
+		{"--json", "--queue", evilQueue, "task", evilID},
+		{"--json", "--queue", evilQueue, "watch", "--count", "1"},
+	} {
+		code, out, errOut := f.run("", args...)
+		if code != 0 || hasControl(out) || !json.Valid([]byte(out)) {
+			t.Errorf("srq %q: exit %d, stderr %q, stdout:\n%s", args, code, errOut, out)
+		}
+		if !strings.Contains(out, `\u001b`) && !strings.Contains(out, `\u202e`) {
+			t.Errorf("srq %q shows no escaped ESC or RLO:\n%s", args, out)
+		}
+	}
+	var letter struct {
+		LastError string `json:"last_error"`
+		Consumer  string `json:"consumer"`
+	}
+	code, out, _ := f.run("", "--json", "--queue", evilQueue, "task", evilID)
+	if err := json.Unmarshal([]byte(out), &letter); code != 0 || err != nil || letter.LastError != evilError {
+		t.Errorf("task --json: exit %d, %v, last_error %q, want %q", code, err, letter.LastError, evilError)
+	}
+}
+
+// TestEventsEscapeHostileKind: an event whose kind holds escape sequences (written to the stream
+// by anything but srq) is printed with them escaped, by events and events --json alike.
+func TestEventsEscapeHostileKind(t *testing.T) {
+	t.Parallel()
+	f, eng := eventsFixture(t)
+	const kind = "pub\x1b]0;pwned\x07\x1b[2J\u009b31m\x7f\u202elished"
+	if err := f.client.XAdd(f.ctx, &redis.XAddArgs{Stream: eng.Keys().Events(),
+		Values: []string{"k", kind, "id", "e\x1b[5m1", "p", "!p\u0085"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := f.ok("", "--queue", "ev", "events")
+	if hasControl(out) || !strings.Contains(out, `"pub\x1b]0;pwned\a\x1b[2J\u009b31m\x7f\u202elished"`) {
+		t.Errorf("events printed the kind raw or not at all:\n%q", out)
+	}
+	out = f.ok("", "--queue", "ev", "--json", "events")
+	var ev struct {
+		Kind, ID, Partition string
+	}
+	if err := json.Unmarshal([]byte(out), &ev); hasControl(out) || err != nil || ev.Kind != kind || ev.ID != "e\x1b[5m1" {
+		t.Errorf("events --json: %v %+v:\n%q", err, ev, out)
 	}
 }
 

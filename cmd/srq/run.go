@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -389,14 +390,26 @@ func (c *cli) explain(err error) error {
 	return err
 }
 
-// emitJSONLine writes v as one line of JSON.
-func (c *cli) emitJSONLine(v any) error { return json.NewEncoder(c.stdout).Encode(v) }
+// emitJSONLine writes v as one line of JSON (writeJSON).
+func (c *cli) emitJSONLine(v any) error { return c.writeJSON(v, "") }
 
-// emitJSON writes v as indented JSON.
-func (c *cli) emitJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// emitJSON writes v as indented JSON (writeJSON).
+func (c *cli) emitJSON(v any) error { return c.writeJSON(v, "  ") }
+
+// writeJSON writes v as JSON, indented by indent, with every control character and bidirectional
+// control in its strings as a \u escape: encoding/json escapes C0 controls but writes DEL, the C1
+// controls and the bidirectional controls raw, which a terminal acts on. Outside strings JSON
+// holds no such character, and the escapes decode to the same text. It fails with the encoder's
+// or the writer's error.
+func (c *cli) writeJSON(v any, indent string) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(c.stdout, escapeText(buf.String()))
+	return err
 }
 
 // confirm asks the user to confirm action unless --yes was given; a refusal is an error.
