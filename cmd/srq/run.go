@@ -58,7 +58,8 @@ Commands:
   queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
 ` + scheduleUsage + `  watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
-                               --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public
+                               --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public,
+                               --allowed-host H (a host name it answers to, beside localhost; repeatable)
 
 A partition is named as stored: an ordered partition's key starts with "!" (--partition '!42').
 
@@ -123,8 +124,18 @@ type cli struct {
 
 // run runs srq with args (without the program name) and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return newCLI(ctx, stdin, stdout, stderr).main(args)
+}
+
+// newCLI returns an invocation over the streams, with the defaults.
+func newCLI(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) *cli {
+	return &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now}
+}
+
+// main runs the command args names (without the program name) and returns the exit code.
+func (c *cli) main(args []string) int {
 	installRedisLogger()
-	c := &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now}
+	stderr := c.stderr
 	c.opts = options{redisURL: os.Getenv("REDIS_URL"), prefix: engine.DefaultPrefix}
 	if c.opts.redisURL == "" {
 		c.opts.redisURL = "redis://127.0.0.1:6379"

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,9 +49,9 @@ func startWeb(t *testing.T, f *fixture, args ...string) *webRun {
 	ctx, cancel := context.WithCancel(f.ctx)
 	w := &webRun{stderr: &lockedBuffer{}, cancel: cancel, code: make(chan int, 1)}
 	t.Cleanup(func() { w.stop(t) })
+	c := newCLI(ctx, strings.NewReader(""), io.Discard, w.stderr)
 	go func() {
-		w.code <- run(ctx, append([]string{"--redis-url", f.url, "--prefix", f.prefix, "web"}, args...),
-			strings.NewReader(""), io.Discard, w.stderr)
+		w.code <- c.main(append([]string{"--redis-url", f.url, "--prefix", f.prefix, "web"}, args...))
 	}()
 	addrRE := regexp.MustCompile(`http://(\S+)/ `)
 	for deadline := time.Now().Add(30 * time.Second); ; {
@@ -66,6 +68,8 @@ func startWeb(t *testing.T, f *fixture, args ...string) *webRun {
 		}
 		select {
 		case c := <-w.code:
+			w.cancel()
+			w.cancel, w.code = nil, nil // stop has nothing to wait for
 			t.Fatalf("srq web exited with %d: %s", c, w.stderr.String())
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -96,9 +100,19 @@ func (w *webRun) stop(t *testing.T) {
 // get fetches path, with basic auth when user is set.
 func (w *webRun) get(t *testing.T, path, user, password string) (int, http.Header, string) {
 	t.Helper()
+	return w.getHost(t, path, "", user, password)
+}
+
+// getHost fetches path with the Host header host (the address's own when empty), with basic auth
+// when user is set.
+func (w *webRun) getHost(t *testing.T, path, host, user, password string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, w.base+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
 	}
 	if user != "" {
 		req.SetBasicAuth(user, password)
@@ -207,5 +221,92 @@ func TestWebPasswordFromEnv(t *testing.T) {
 	}
 	if code, _, _ := w.get(t, "/", "ops", "fr0m-env"); code != http.StatusOK {
 		t.Errorf("with the password from the environment: %d, want 200", code)
+	}
+}
+
+// TestWebRefusesForeignHosts: srq web on its default loopback bind answers 421 Misdirected Request
+// on every path, /metrics and static files included, to a request for a host name that is not
+// localhost or a loopback address (a page whose DNS name was rebound to 127.0.0.1), and changes
+// nothing for one; --allowed-host, repeated or with commas, adds names.
+func TestWebRefusesForeignHosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed()
+	paths := []string{"/", "/queue?q=q", "/partitions?q=q", "/partition?q=q&p=big", "/inflight?q=q", "/dead?q=q",
+		"/task?q=q&id=d1", "/schedules?q=q", "/flows?q=q", "/flow?q=q&id=x", "/events?q=q", "/api/stats",
+		"/api/events?q=q", "/static/app.js", "/static/app.css", "/metrics", "/nope", "/purge"}
+	w := startWeb(t, f, "--addr", "127.0.0.1:0")
+	for _, path := range paths {
+		if code, _, body := w.getHost(t, path, "rebind.evil.example:8481", "", ""); code != http.StatusMisdirectedRequest ||
+			strings.Contains(body, "payload") || strings.Contains(body, "srq_queue") {
+			t.Errorf("GET %s for rebind.evil.example: %d\n%.300s", path, code, body)
+		}
+		for _, host := range []string{"localhost:8080", "127.0.0.1", "[::1]:1"} {
+			if code, _, _ := w.getHost(t, path, host, "", ""); code == http.StatusMisdirectedRequest {
+				t.Errorf("GET %s for %s: 421, want it answered", path, host)
+			}
+		}
+	}
+	form := url.Values{"q": {"q"}, "scope": {"all"}, "token": {"x"}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.base+"/purge", strings.NewReader(form.Encode()))
+	req.Host = "rebind.evil.example:8481"
+	req.Header.Set("Origin", "http://rebind.evil.example:8481")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("POST /purge for rebind.evil.example: %d, want 421", res.StatusCode)
+	}
+	w.stop(t)
+	if !strings.Contains(w.stderr.String(), "answers requests for localhost and loopback addresses only") ||
+		!strings.Contains(w.stderr.String(), "Host not allowed") {
+		t.Errorf("srq web did not say which hosts it answers, or did not log the refusals:\n%s", w.stderr.String())
+	}
+
+	w = startWeb(t, f, "--addr", "127.0.0.1:0", "--allowed-host", "ops.example.com, ops2.example.com:8443", "--allowed-host", "ops3.example.com")
+	for host, want := range map[string]int{"ops.example.com": 200, "ops2.example.com:8443": 200, "ops2.example.com": 421,
+		"ops3.example.com:1": 200, "localhost": 200, "rebind.evil.example": 421} {
+		for _, path := range []string{"/", "/metrics"} {
+			if code, _, _ := w.getHost(t, path, host, "", ""); code != want {
+				t.Errorf("--allowed-host: GET %s for %s: %d, want %d", path, host, code, want)
+			}
+		}
+	}
+	w.stop(t)
+	if !strings.Contains(w.stderr.String(), "and ops.example.com, ops2.example.com:8443, ops3.example.com;") {
+		t.Errorf("srq web did not list the allowed hosts:\n%s", w.stderr.String())
+	}
+	if code, _, errOut := f.run("", "web", "--addr", "127.0.0.1:0", "--allowed-host", "http://ops.example.com"); code != 2 ||
+		!strings.Contains(errOut, "--allowed-host") {
+		t.Errorf("a malformed --allowed-host: exit %d, %q; want a usage error", code, errOut)
+	}
+}
+
+// TestWebHosts: srq web's allowed hosts are the --allowed-host entries; without any, the address
+// it listens on when that is one address beyond loopback, and none (the default check) on
+// loopback or every interface.
+func TestWebHosts(t *testing.T) {
+	t.Parallel()
+	tcp := func(ip string) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: 8080} }
+	for _, tt := range []struct {
+		given []string
+		addr  net.Addr
+		want  []string
+	}{
+		{nil, tcp("10.0.0.5"), []string{"10.0.0.5"}},
+		{nil, tcp("fd00::5"), []string{"fd00::5"}},
+		{nil, tcp("127.0.0.1"), nil},
+		{nil, tcp("::1"), nil},
+		{nil, tcp("0.0.0.0"), nil},
+		{nil, tcp("::"), nil},
+		{[]string{"ops.example.com"}, tcp("10.0.0.5"), []string{"ops.example.com"}},
+		{[]string{"ops.example.com"}, tcp("0.0.0.0"), []string{"ops.example.com"}},
+	} {
+		if got := webHosts(tt.given, tt.addr); !slices.Equal(got, tt.want) {
+			t.Errorf("webHosts(%q, %v) = %q, want %q", tt.given, tt.addr, got, tt.want)
+		}
 	}
 }
