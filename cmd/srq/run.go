@@ -120,6 +120,8 @@ type cli struct {
 	in     *inspect.Inspector
 	// now is the local clock, for watch's pacing only; tests replace it.
 	now func() time.Time
+	// webTimeouts are srq web's server timeouts; tests shorten them.
+	webTimeouts webTimeouts
 }
 
 // run runs srq with args (without the program name) and returns the exit code.
@@ -129,7 +131,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // newCLI returns an invocation over the streams, with the defaults.
 func newCLI(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) *cli {
-	return &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now}
+	return &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now,
+		webTimeouts: defaultWebTimeouts}
 }
 
 // main runs the command args names (without the program name) and returns the exit code.

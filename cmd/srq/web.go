@@ -20,6 +20,25 @@ import (
 // defaultWebAddr is where srq web listens unless --addr says otherwise: this machine only.
 const defaultWebAddr = "127.0.0.1:8080"
 
+// webTimeouts bound how long srq web's server waits on a client: for a request's headers, for the
+// whole request, for the answer to be written (from the end of the headers), and for the next
+// request on a kept-alive connection.
+type webTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// defaultWebTimeouts are srq web's timeouts. Every answer is bounded: pages and JSON read pages
+// of bounded size, a scrape gives up after web.DefaultScrapeTimeout, and the events page polls
+// /api/events, which answers at once without waiting for events, so no route streams and one
+// write timeout fits them all.
+var defaultWebTimeouts = webTimeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: time.Minute, idle: time.Minute}
+
+// newWebServer returns srq web's server of handler, with the timeouts t.
+func newWebServer(handler http.Handler, logger *slog.Logger, t webTimeouts) *http.Server {
+	return &http.Server{Handler: handler, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write,
+		IdleTimeout: t.idle, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+}
+
 // hostList is a flag that collects host names: repeated, or separated by commas.
 type hostList []string
 
@@ -153,7 +172,7 @@ func (c *cli) web(args []string) error {
 	defer func() { _ = metrics.Shutdown(context.WithoutCancel(c.ctx)) }()
 	mux.Handle("/metrics", metrics)
 	mux.Handle("/", h)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := newWebServer(handler, logger, c.webTimeouts)
 	c.describeWeb(c.stderr, ln.Addr(), public, *readOnly, auth, allowed)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -46,10 +49,17 @@ type webRun struct {
 // startWeb runs srq web with args against the fixture's Redis and waits for the address it prints.
 func startWeb(t *testing.T, f *fixture, args ...string) *webRun {
 	t.Helper()
+	return startWebWith(t, f, defaultWebTimeouts, args...)
+}
+
+// startWebWith is startWeb with the server's timeouts tm.
+func startWebWith(t *testing.T, f *fixture, tm webTimeouts, args ...string) *webRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(f.ctx)
 	w := &webRun{stderr: &lockedBuffer{}, cancel: cancel, code: make(chan int, 1)}
 	t.Cleanup(func() { w.stop(t) })
 	c := newCLI(ctx, strings.NewReader(""), io.Discard, w.stderr)
+	c.webTimeouts = tm
 	go func() {
 		w.code <- c.main(append([]string{"--redis-url", f.url, "--prefix", f.prefix, "web"}, args...))
 	}()
@@ -285,6 +295,21 @@ func TestWebRefusesForeignHosts(t *testing.T) {
 	}
 }
 
+// TestWebServerTimeouts: srq web's server has the read-header, read, write and idle timeouts
+// docs/cli.md gives.
+func TestWebServerTimeouts(t *testing.T) {
+	t.Parallel()
+	srv := newWebServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler), newCLI(t.Context(), nil, nil, nil).webTimeouts)
+	for name, got := range map[string][2]time.Duration{
+		"ReadHeaderTimeout": {srv.ReadHeaderTimeout, 10 * time.Second}, "ReadTimeout": {srv.ReadTimeout, 30 * time.Second},
+		"WriteTimeout": {srv.WriteTimeout, time.Minute}, "IdleTimeout": {srv.IdleTimeout, time.Minute},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s = %v, want %v", name, got[0], got[1])
+		}
+	}
+}
+
 // TestWebHosts: srq web's allowed hosts are the --allowed-host entries; without any, the address
 // it listens on when that is one address beyond loopback, and none (the default check) on
 // loopback or every interface.
@@ -309,4 +334,55 @@ func TestWebHosts(t *testing.T) {
 			t.Errorf("webHosts(%q, %v) = %q, want %q", tt.given, tt.addr, got, tt.want)
 		}
 	}
+}
+
+// TestWebClosesIdleConnections: srq web closes a kept-alive connection that stays idle after its
+// answer, and one that never finishes its request's headers, when their timeouts pass (shortened
+// here); the test waits for the server's close, not for a time.
+func TestWebClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	w := startWebWith(t, f, webTimeouts{readHeader: 300 * time.Millisecond, read: 2 * time.Second, write: 5 * time.Second,
+		idle: 300 * time.Millisecond}, "--addr", "127.0.0.1:0")
+	addr := strings.TrimPrefix(w.base, "http://")
+	closed := func(t *testing.T, conn net.Conn, r io.Reader) {
+		t.Helper()
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		n, err := r.Read(make([]byte, 1))
+		if n != 0 || !errors.Is(err, io.EOF) {
+			t.Fatalf("read from the idle connection: %d bytes, %v; want the server to close it (EOF)", n, err)
+		}
+	}
+	t.Run("idle after an answer", func(t *testing.T) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Close {
+			t.Fatalf("GET /api/stats: %d, close %v; want 200 on a kept-alive connection", res.StatusCode, res.Close)
+		}
+		closed(t, conn, br)
+	})
+	t.Run("headers never finished", func(t *testing.T) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		closed(t, conn, conn)
+	})
 }
