@@ -150,6 +150,19 @@ func TestAllowedHosts(t *testing.T) {
 			t.Errorf("AllowedHosts %q, connection to %q, Host %q: %d, want answered %v", tt.allowed, tt.local, tt.host, rec.Code, tt.ok)
 		}
 	}
+	// The check comes before Auth: a refused host is not asked for credentials.
+	h, err := NewHandler(in, Config{Auth: func(*http.Request) error { return errors.New("who are you") },
+		AuthChallenge: `Basic realm="srq"`, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequestWithContext(local("127.0.0.1"), http.MethodGet, "/", nil)
+	req.Host = evilHost
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusMisdirectedRequest || rec.Header().Get("WWW-Authenticate") != "" {
+		t.Errorf("a refused host with Auth set: %d, challenge %q; want 421 without one", rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
 	for _, bad := range []string{"", "http://ops.example.com", "ops.example.com/", "a@b", "ops.example.com:0",
 		"ops.example.com:99999", "[::1", "*.example.com", ":8080"} {
 		if _, err := NewHandler(in, Config{AllowedHosts: []string{bad}}); !errors.Is(err, engine.ErrInvalid) {

@@ -289,6 +289,20 @@ func TestWebRefusesForeignHosts(t *testing.T) {
 	if !strings.Contains(w.stderr.String(), "and ops.example.com, ops2.example.com:8443, ops3.example.com;") {
 		t.Errorf("srq web did not list the allowed hosts:\n%s", w.stderr.String())
 	}
+	// Before basic auth: a refused host is not asked for a password.
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w = startWeb(t, f, "--addr", "127.0.0.1:0", "--user", "ops", "--password-file", pwFile)
+	if code, hd, _ := w.getHost(t, "/metrics", "rebind.evil.example", "", ""); code != http.StatusMisdirectedRequest ||
+		hd.Get("WWW-Authenticate") != "" {
+		t.Errorf("with basic auth, GET /metrics for rebind.evil.example: %d, challenge %q; want 421 without one", code, hd.Get("WWW-Authenticate"))
+	}
+	if code, _, _ := w.getHost(t, "/metrics", "localhost", "ops", "s3cret"); code != http.StatusOK {
+		t.Errorf("with basic auth, GET /metrics for localhost with the password: %d", code)
+	}
+	w.stop(t)
 	if code, _, errOut := f.run("", "web", "--addr", "127.0.0.1:0", "--allowed-host", "http://ops.example.com"); code != 2 ||
 		!strings.Contains(errOut, "--allowed-host") {
 		t.Errorf("a malformed --allowed-host: exit %d, %q; want a usage error", code, errOut)
