@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/srqueue/srq/engine"
 )
@@ -121,7 +122,7 @@ func splitHost(s string) (host, port string, ok bool) {
 		host, port, _ = strings.Cut(s, ":")
 	}
 	host = strings.TrimSuffix(host, ".")
-	if host == "" || strings.ContainsAny(host, " \t\r\n[]") {
+	if host == "" || strings.ContainsAny(host, "[]") || strings.IndexFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		return "", "", false
 	}
 	if port != "" {

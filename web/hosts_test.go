@@ -164,7 +164,7 @@ func TestAllowedHosts(t *testing.T) {
 		t.Errorf("a refused host with Auth set: %d, challenge %q; want 421 without one", rec.Code, rec.Header().Get("WWW-Authenticate"))
 	}
 	for _, bad := range []string{"", "http://ops.example.com", "ops.example.com/", "a@b", "ops.example.com:0",
-		"ops.example.com:99999", "[::1", "*.example.com", ":8080"} {
+		"ops.example.com:99999", "[::1", "*.example.com", ":8080", "ops example.com", "ops\x1b[31m.example.com"} {
 		if _, err := NewHandler(in, Config{AllowedHosts: []string{bad}}); !errors.Is(err, engine.ErrInvalid) {
 			t.Errorf("AllowedHosts [%q]: %v, want ErrInvalid", bad, err)
 		}
