@@ -18,7 +18,7 @@ const DefaultMaxAttempts = 25
 
 // QueueConfig configures a queue. Zero values mean the documented defaults.
 type QueueConfig struct {
-	// Name names the queue. Required; at most 200 bytes; no '{', '}' or '#'.
+	// Name names the queue. Required; at most 200 bytes; no '{', '}' or '#', and no control character (C0, DEL, C1).
 	Name string
 	// Shards splits the queue over this many shards, each with its own Redis Cluster hash tag, so
 	// a cluster spreads the queue's work over its masters. A partition lives in one shard (a

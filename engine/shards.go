@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,14 +27,18 @@ const ShardSeparator = "#"
 // one it is registered with: tasks would be looked for in the wrong shards, so it is refused.
 var ErrShardCount = errors.New("srq: shard count differs from the queue's registered shard count")
 
-// ValidateQueueName checks the name of a queue that may be sharded: the rules of NewKeys, and no
-// ShardSeparator. It fails with ErrInvalid.
+// ValidateQueueName checks the name of a queue that may be sharded: the rules of NewKeys, no
+// ShardSeparator, and no control character (C0, DEL or C1, as schedule names): queue names are
+// shown in terminals, pages and metric labels. It fails with ErrInvalid.
 func ValidateQueueName(name string) error {
 	if err := validName("queue name", name); err != nil {
 		return err
 	}
 	if strings.Contains(name, ShardSeparator) {
 		return invalidf("queue name %q holds %q, which names shards", name, ShardSeparator)
+	}
+	if strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return invalidf("queue name %q holds a control character", name)
 	}
 	return nil
 }

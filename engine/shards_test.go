@@ -124,6 +124,27 @@ func TestShardQueueAndShardOfCheckInputs(t *testing.T) {
 	}
 }
 
+// TestValidateQueueName: a queue name with a control character (C0, DEL, C1) is refused with
+// ErrInvalid, as one with the shard separator is; other text, bidirectional controls and emoji
+// included, is a valid name.
+func TestValidateQueueName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"emails", "a:b", "* q", "日本 🔑", "q\u202e", "q\u00a0"} {
+		if err := engine.ValidateQueueName(name); err != nil {
+			t.Errorf("ValidateQueueName(%q) = %v, want nil", name, err)
+		}
+	}
+	for _, name := range []string{"q\x1b[31m", "q\n", "q\t", "\x00", "q\x7f", "q\u0085", "q\u009b2J", "q#1", "", "{q}"} {
+		if err := engine.ValidateQueueName(name); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("ValidateQueueName(%q) = %v, want ErrInvalid", name, err)
+		}
+	}
+	c := redistest.Client(t)
+	if err := engine.RegisterQueue(context.Background(), c, redistest.Queue(t), "q\x1b]0;x\x07", 1); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("RegisterQueue of a name with escapes: %v, want ErrInvalid", err)
+	}
+}
+
 // TestQueueShardsUnknownQueue: an unregistered queue is reported as ErrQueueNotFound, which also
 // matches ErrNotFound, with a message about the queue (not a task).
 func TestQueueShardsUnknownQueue(t *testing.T) {

@@ -3,10 +3,10 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/partition"
@@ -17,13 +17,22 @@ var urlQueryEscape = url.QueryEscape
 // errReadOnly is why a mutation is refused in read-only mode.
 var errReadOnly = errors.New("the dashboard is read-only: mutations are disabled")
 
-// action is one mutation: it acts on the queue named by the form's q field and returns where to
-// send the browser afterwards (a relative URL) and what to log.
-type action func(ctx context.Context, queue string, form url.Values) (redirect string, audit []slog.Attr, err error)
+// action is one mutation: it acts on the queue named by the form's q field and returns what it did.
+type action func(ctx context.Context, queue string, form url.Values) (outcome, error)
+
+// outcome is what a successful action did: where to send the browser (a relative URL), the
+// message the page there shows (a fixed text with the values the action acted on or read back
+// from Redis), and what to log.
+type outcome struct {
+	to    string
+	flash string
+	audit []slog.Attr
+}
 
 // mutation guards an action: read-only mode refuses it (403), then a cross-origin request or a
 // missing or bad CSRF token (403), then a form without a queue (400). Config.Auth has run before.
-// Success answers 303 See Other to the page the action came from, which shows what was done.
+// Success answers 303 See Other to the page the action came from, which shows what was done: the
+// action's message, signed for the browser's session (flash.go).
 func (h *handler) mutation(act action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.cfg.ReadOnly {
@@ -44,18 +53,19 @@ func (h *handler) mutation(act action) http.HandlerFunc {
 			h.fail(w, r, http.StatusBadRequest, "The form names no queue.")
 			return
 		}
-		loc, audit, err := act(r.Context(), q, r.PostForm)
+		done, err := act(r.Context(), q, r.PostForm)
 		if err != nil {
 			h.failErr(w, r, r.URL.Path[1:], err)
 			return
 		}
 		attrs := append([]slog.Attr{slog.String("action", r.URL.Path[1:]), slog.String("queue", q),
-			slog.String("remote", r.RemoteAddr)}, audit...)
+			slog.String("remote", r.RemoteAddr)}, done.audit...)
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "srq web: mutation", attrs...)
 		// A relative Location resolves against the action's URL, which sits beside the pages, so
 		// it is right under any mount prefix (http.Redirect would make it absolute without the
 		// prefix StripPrefix removed).
-		w.Header().Set("Location", loc)
+		session, _ := sessionOf(r) // csrf.check made sure there is one
+		w.Header().Set("Location", h.withFlash(done.to, session, done.flash))
 		w.WriteHeader(http.StatusSeeOther)
 	}
 }
@@ -94,12 +104,22 @@ func deadSelector(form url.Values) (inspect.DeadSelector, error) {
 	return inspect.DeadSelector{}, badRequest("Say which dead letters: scope must be selected, filter or all.")
 }
 
-// deadPageURL is the page the form came from with the outcome: after a requeue from a task's page
-// (back=task), that page, which shows the task pending again; else the dead-letter page with the
-// form's filter (a purged task has no page left).
-func deadPageURL(queue string, form url.Values, done string, n int) string {
-	v := url.Values{"q": {queue}, "done": {done}, "n": {strconv.Itoa(n)}}
-	if form.Get("back") == "task" && done == "requeued" && len(form["id"]) == 1 {
+// deadOutcome is the page the form came from and the message it shows: after a requeue from a
+// task's page (back=task), that page, which shows the task pending again; else the dead-letter page
+// with the form's filter (a purged task has no page left).
+func deadOutcome(queue string, form url.Values, done string, sel inspect.DeadSelector, n int) outcome {
+	plural := "s"
+	if n == 1 {
+		plural = ""
+	}
+	return outcome{to: deadPageURL(queue, form, done), flash: fmt.Sprintf("%s %d dead letter%s.", done, n, plural),
+		audit: selectorAttrs(sel, n)}
+}
+
+// deadPageURL is the page a dead-letter action sends the browser back to (deadOutcome).
+func deadPageURL(queue string, form url.Values, done string) string {
+	v := url.Values{"q": {queue}}
+	if form.Get("back") == "task" && done == "Requeued" && len(form["id"]) == 1 {
 		v.Set("id", form.Get("id"))
 		return "./task?" + v.Encode()
 	}
@@ -111,28 +131,28 @@ func deadPageURL(queue string, form url.Values, done string, n int) string {
 	return "./dead?" + v.Encode()
 }
 
-func (h *handler) requeue(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+func (h *handler) requeue(ctx context.Context, queue string, form url.Values) (outcome, error) {
 	sel, err := deadSelector(form)
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
 	n, err := h.in.RequeueDead(ctx, queue, sel)
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	return deadPageURL(queue, form, "requeued", n), selectorAttrs(sel, n), nil
+	return deadOutcome(queue, form, "Requeued", sel, n), nil
 }
 
-func (h *handler) purge(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+func (h *handler) purge(ctx context.Context, queue string, form url.Values) (outcome, error) {
 	sel, err := deadSelector(form)
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
 	n, err := h.in.PurgeDead(ctx, queue, sel)
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	return deadPageURL(queue, form, "purged", n), selectorAttrs(sel, n), nil
+	return deadOutcome(queue, form, "Purged", sel, n), nil
 }
 
 func selectorAttrs(sel inspect.DeadSelector, n int) []slog.Attr {
@@ -163,12 +183,23 @@ func partitionField(form url.Values) (partition.Key, error) {
 	return p, nil
 }
 
-// partitionPageURL is the page a partition action came from (partitions, partition or queue)
-// with the outcome.
-func partitionPageURL(queue string, form url.Values, done string, p partition.Key) string {
-	v := url.Values{"q": {queue}, "done": {done}, "p": {string(p)}}
+// partitionOutcome is the page a partition action came from (partitions, partition or queue) and
+// the message it shows: "Paused partition !42.".
+func partitionOutcome(queue string, form url.Values, done string, p partition.Key) outcome {
+	key := string(p)
+	if key == "" {
+		key = "(base)"
+	}
+	return outcome{to: partitionPageURL(queue, form, p), flash: done + " partition " + key + ".",
+		audit: []slog.Attr{slog.String("partition", string(p))}}
+}
+
+// partitionPageURL is the page a partition action sends the browser back to (partitionOutcome).
+func partitionPageURL(queue string, form url.Values, p partition.Key) string {
+	v := url.Values{"q": {queue}}
 	switch form.Get("back") {
 	case "partition":
+		v.Set("p", string(p))
 		return "./partition?" + v.Encode()
 	case "partitions":
 		for _, k := range []string{"by", "limit"} {
@@ -181,38 +212,39 @@ func partitionPageURL(queue string, form url.Values, done string, p partition.Ke
 	return "./queue?" + v.Encode()
 }
 
-func (h *handler) pausePartition(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+func (h *handler) pausePartition(ctx context.Context, queue string, form url.Values) (outcome, error) {
 	p, err := partitionField(form)
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
 	if err := h.in.PausePartition(ctx, queue, p); err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	return partitionPageURL(queue, form, "paused-partition", p), []slog.Attr{slog.String("partition", string(p))}, nil
+	return partitionOutcome(queue, form, "Paused", p), nil
 }
 
-func (h *handler) resumePartition(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+func (h *handler) resumePartition(ctx context.Context, queue string, form url.Values) (outcome, error) {
 	p, err := partitionField(form)
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
 	if err := h.in.ResumePartition(ctx, queue, p); err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	return partitionPageURL(queue, form, "resumed-partition", p), []slog.Attr{slog.String("partition", string(p))}, nil
+	return partitionOutcome(queue, form, "Resumed", p), nil
 }
 
-func (h *handler) pauseQueue(ctx context.Context, queue string, _ url.Values) (string, []slog.Attr, error) {
+func (h *handler) pauseQueue(ctx context.Context, queue string, _ url.Values) (outcome, error) {
 	if err := h.in.PauseQueue(ctx, queue); err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	return "./queue?" + url.Values{"q": {queue}, "done": {"paused-queue"}}.Encode(), nil, nil
+	return outcome{to: "./queue?" + url.Values{"q": {queue}}.Encode(),
+		flash: "Paused the queue: no task is handed out until it is resumed."}, nil
 }
 
-func (h *handler) resumeQueue(ctx context.Context, queue string, _ url.Values) (string, []slog.Attr, error) {
+func (h *handler) resumeQueue(ctx context.Context, queue string, _ url.Values) (outcome, error) {
 	if err := h.in.ResumeQueue(ctx, queue); err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	return "./queue?" + url.Values{"q": {queue}, "done": {"resumed-queue"}}.Encode(), nil, nil
+	return outcome{to: "./queue?" + url.Values{"q": {queue}}.Encode(), flash: "Resumed the queue."}, nil
 }

@@ -64,6 +64,18 @@ type Config struct {
 	// requests are allowed, for a proxy that serves the dashboard under another host name.
 	// Default: none; only same-origin requests may mutate.
 	TrustedOrigins []string
+	// AllowedHosts are the host names and addresses, beside localhost and the loopback addresses,
+	// that requests may name in their Host header: "ops.example.com" on any port,
+	// "ops.example.com:8443" on that port only, "10.0.0.5", "[fd00::5]:8080"; "*" answers every
+	// host. A request for another host is answered 421 Misdirected Request on every path, before
+	// Auth, so that a page on another site whose DNS name was pointed at the dashboard's address
+	// (DNS rebinding) can neither read it nor post to it. The address a request's connection was
+	// accepted on is always allowed as its Host. Default: none, which checks the requests that
+	// come over a loopback connection only (they must name localhost or a loopback address) and
+	// answers every host on other connections, whose names the handler cannot know. Behind a
+	// proxy that passes its public host name on, list that name. NewHandler fails with an error
+	// wrapping engine.ErrInvalid for a malformed entry.
+	AllowedHosts []string
 }
 
 // withDefaults fills zero fields and checks the others; it fails for a negative or too small

@@ -14,7 +14,11 @@
 // Reading costs what the Inspector's calls cost (bounded pages, no scans). Mutations are POST
 // only and need a same-origin request and a CSRF token from one of the pages, bound to the
 // browser's session cookie; Config.ReadOnly
-// refuses them all, and Config.Auth sees every request first.
+// refuses them all, and Config.Auth sees every request first. Before Auth, a request for a host
+// name the dashboard is not meant to be reached by is answered 421 (Config.AllowedHosts; over a
+// loopback connection, by default, only localhost and loopback addresses are answered), so a page
+// whose DNS name was rebound to the dashboard's address cannot use it; RestrictHosts puts the same
+// check in front of other handlers.
 //
 //	in, err := inspect.New(redisClient, inspect.Config{})
 //	dash, err := web.NewHandler(in, web.Config{

@@ -88,7 +88,7 @@ func (h *handler) flow(w http.ResponseWriter, r *http.Request) {
 	body.Flow, body.DAG, body.Now = &f, layoutDAG(f), h.now(r, q)
 	body.TooBig = body.DAG == nil
 	p := h.newPage(w, r, "Flow "+f.ID+" · "+q, "flows", q, body)
-	p.Flash = flash(r)
+	p.Flash = h.flash(r)
 	h.render(w, r, "flow", http.StatusOK, p)
 }
 
@@ -147,22 +147,22 @@ func (h *handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 
 // cancel cancels the task named by the form's id in the form's queue (a flow step's queue), and
 // goes back to the flow page the form came from (flow and home fields) or to the task page.
-func (h *handler) cancel(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+func (h *handler) cancel(ctx context.Context, queue string, form url.Values) (outcome, error) {
 	id := form.Get("id")
 	if id == "" {
-		return "", nil, badRequest("Name the task to cancel.")
+		return outcome{}, badRequest("Name the task to cancel.")
 	}
 	res, err := h.in.Cancel(ctx, queue, id, "")
 	if err != nil {
-		return "", nil, err
+		return outcome{}, err
 	}
-	done := "cancelled"
+	done := outcome{flash: "Cancelled task " + id + ".", audit: []slog.Attr{slog.String("id", id), slog.Bool("running", res.Running)}}
 	if res.Running {
-		done = "cancel-marked"
+		done.flash = "Task " + id + " is running: its worker cancels its handler at the next lease extension."
 	}
-	audit := []slog.Attr{slog.String("id", id), slog.Bool("running", res.Running)}
+	done.to = "./task?" + url.Values{"q": {queue}, "id": {id}}.Encode()
 	if fid, home := form.Get("flow"), form.Get("home"); fid != "" && home != "" {
-		return "./flow?" + url.Values{"q": {home}, "id": {fid}, "done": {done}, "t": {id}}.Encode(), audit, nil
+		done.to = "./flow?" + url.Values{"q": {home}, "id": {fid}}.Encode()
 	}
-	return "./task?" + url.Values{"q": {queue}, "id": {id}, "done": {done}, "t": {id}}.Encode(), audit, nil
+	return done, nil
 }

@@ -26,6 +26,7 @@ var pageNames = []string{"overview", "queue", "partitions", "partition", "inflig
 type handler struct {
 	in    *inspect.Inspector
 	cfg   Config
+	hosts *hostCheck
 	csrf  *csrf
 	pages map[string]*template.Template
 	mux   *http.ServeMux
@@ -46,7 +47,8 @@ type handler struct {
 // flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
 // chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request
 // and a CSRF token from a page, bound to the browser's cookie (srq_browser, set by the
-// first page), and are refused with 403 in read-only mode. NewHandler fails
+// first page), and are refused with 403 in read-only mode. A request for a host that
+// Config.AllowedHosts does not allow is refused with 421 on every path. NewHandler fails
 // with an error wrapping engine.ErrInvalid (srq.ErrInvalid) for a nil inspector or an invalid cfg.
 func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	if in == nil {
@@ -60,7 +62,11 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{in: in, cfg: cfg, csrf: c, pages: map[string]*template.Template{}, log: cfg.Logger}
+	hosts, err := newHostCheck(cfg.AllowedHosts, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{in: in, cfg: cfg, hosts: hosts, csrf: c, pages: map[string]*template.Template{}, log: cfg.Logger}
 	for _, name := range append(pageNames, flowPageNames...) {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
 		if err != nil {
@@ -123,13 +129,18 @@ func staticFiles(root fs.FS) http.Handler {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ServeHTTP sets the security headers, asks Config.Auth, and routes.
+// ServeHTTP sets the security headers, refuses a host that is not allowed (Config.AllowedHosts),
+// asks Config.Auth, and routes.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "same-origin")
+	if !h.hosts.allows(r) {
+		h.hosts.refuse(w, r)
+		return
+	}
 	if h.cfg.Auth != nil {
 		if err := h.cfg.Auth(r); err != nil {
 			status := http.StatusUnauthorized

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -178,7 +180,7 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 				errs = append(errs, fmt.Errorf("srq web: metrics of queue %q: %w", name, err))
 				continue
 			}
-			q := attrQueue.String(name)
+			q := attrQueue.String(labelValue(name))
 			attrs := metric.WithAttributeSet(attribute.NewSet(q))
 			o.ObserveInt64(pending, st.Pending, attrs)
 			o.ObserveInt64(inFlight, st.InFlight, attrs)
@@ -214,6 +216,25 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 		return errors.Join(errs...)
 	}, pending, inFlight, dead, paused, consumers, pPending, pReady, pScheduled, pBlocked, pPaused, events,
 		pHeld, waiting, flowsRunning, flows)
+}
+
+// labelValue is a queue name as a label value, with each control character (C0, DEL, C1) written
+// as a \u escape: the exposition format escapes only the backslash, the double quote and the line
+// feed, and a scrape read in a terminal must not carry escape sequences. A queue name may not
+// hold one (engine.ValidateQueueName), but one registered by an earlier version may.
+func labelValue(name string) string {
+	if strings.IndexFunc(name, unicode.IsControl) < 0 {
+		return name
+	}
+	var b strings.Builder
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func boolInt(b bool) int64 {

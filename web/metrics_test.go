@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -294,6 +295,39 @@ func TestMetricsNoSniff(t *testing.T) {
 	}
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("Content-Type %q, want text/plain", ct)
+	}
+}
+
+// TestMetricsEscapeControlCharacters: a queue name with escape sequences (registered by an earlier
+// version, which allowed them) is a label value with each control character as a \u escape; the
+// scrape holds no control character but its line feeds.
+func TestMetricsEscapeControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	const legacy = "old\x1b[31m\x07\x7f\u009b2J"
+	if err := b.client.HSet(b.ctx, engine.RegistryKey(b.prefix), legacy, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMetrics(b.in, MetricsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	if i := strings.IndexFunc(body, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
+		t.Fatalf("the scrape holds the control character %q:\n%s", body[i:i+1], body)
+	}
+	_, mfs := scrape(t, m)
+	var got []string
+	for _, mt := range mfs["srq_queue_pending"].GetMetric() {
+		for _, l := range mt.GetLabel() {
+			got = append(got, l.GetValue())
+		}
+	}
+	if want := `old\u001b[31m\u0007\u007f\u009b2J`; !slices.Equal(got, []string{want}) {
+		t.Fatalf("srq_queue_pending labels %q, want [%q]", got, want)
 	}
 }
 

@@ -79,41 +79,6 @@ func (h *handler) limitParam(r *http.Request, most int) (int, error) {
 	return min(n, most), nil
 }
 
-// flash turns the done parameter a mutation's redirect sets into the message the page shows.
-// Messages are fixed texts; the only values taken from the URL are a count, a partition key and
-// a task id, which the templates escape.
-func flash(r *http.Request) string {
-	v := r.URL.Query()
-	n, _ := strconv.Atoi(v.Get("n"))
-	plural := "s"
-	if n == 1 {
-		plural = ""
-	}
-	key := v.Get("p")
-	if key == "" {
-		key = "(base)"
-	}
-	switch v.Get("done") {
-	case "requeued":
-		return fmt.Sprintf("Requeued %d dead letter%s.", n, plural)
-	case "purged":
-		return fmt.Sprintf("Purged %d dead letter%s.", n, plural)
-	case "paused-partition":
-		return "Paused partition " + key + "."
-	case "resumed-partition":
-		return "Resumed partition " + key + "."
-	case "paused-queue":
-		return "Paused the queue: no task is handed out until it is resumed."
-	case "resumed-queue":
-		return "Resumed the queue."
-	case "cancelled":
-		return "Cancelled task " + v.Get("t") + "."
-	case "cancel-marked":
-		return "Task " + v.Get("t") + " is running: its worker cancels its handler at the next lease extension."
-	}
-	return ""
-}
-
 func (h *handler) chart(queue string) *chartView {
 	src := "./api/stats"
 	if queue != "" {
@@ -148,7 +113,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p := h.newPage(w, r, "Queues", "overview", "", overviewView{Queues: rows})
-	p.Chart, p.Flash = h.chart(""), flash(r)
+	p.Chart, p.Flash = h.chart(""), h.flash(r)
 	h.render(w, r, "overview", http.StatusOK, p)
 }
 
@@ -186,7 +151,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		{"Consumers seen in the last hour", st.ConsumerCount},
 	}, LiveWindow: human(engine.ConsumerLive)}
 	p := h.newPage(w, r, q, "queue", q, body)
-	p.Chart, p.Flash = h.chart(q), flash(r)
+	p.Chart, p.Flash = h.chart(q), h.flash(r)
 	h.render(w, r, "queue", http.StatusOK, p)
 }
 
@@ -225,7 +190,7 @@ func (h *handler) partitions(w http.ResponseWriter, r *http.Request) {
 	}
 	body := partitionsView{By: by.String(), Limit: limit, MaxLimit: inspect.MaxLimit, Now: h.now(r, q), Partitions: ps}
 	p := h.newPage(w, r, "Partitions · "+q, "partitions", q, body)
-	p.Flash = flash(r)
+	p.Flash = h.flash(r)
 	h.render(w, r, "partitions", http.StatusOK, p)
 }
 
@@ -309,7 +274,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		Cursor:   dq.Cursor, Next: pg.Next, Limit: limit, MaxLimit: inspect.MaxLimit, Total: pg.Total,
 		Now: h.now(r, q), Letters: pg.Letters}
 	p := h.newPage(w, r, "Dead letters · "+q, "dead", q, body)
-	p.Flash = flash(r)
+	p.Flash = h.flash(r)
 	h.render(w, r, "dead", http.StatusOK, p)
 }
 
@@ -341,6 +306,6 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 		body.Now = h.now(r, q)
 	}
 	p := h.newPage(w, r, "Task · "+q, "task", q, body)
-	p.Flash = flash(r)
+	p.Flash = h.flash(r)
 	h.render(w, r, "task", status, p)
 }

@@ -70,6 +70,6 @@ func (h *handler) partition(w http.ResponseWriter, r *http.Request) {
 		name = "(base)"
 	}
 	p := h.newPage(w, r, "Partition "+name+" · "+q, "partitions", q, body)
-	p.Flash = flash(r)
+	p.Flash = h.flash(r)
 	h.render(w, r, "partition", http.StatusOK, p)
 }

@@ -43,55 +43,43 @@ func (h *handler) schedules(w http.ResponseWriter, r *http.Request) {
 		body.Next = list[limit-1].Name
 	}
 	p := h.newPage(w, r, "Schedules · "+q, "schedules", q, body)
-	p.Flash = scheduleFlash(r)
+	p.Flash = h.flash(r)
 	h.render(w, r, "schedules", http.StatusOK, p)
 }
 
-// scheduleFlash is the message the schedules page shows after an action: a fixed text with the
-// schedule's name and, after a trigger, the id published, both from the redirect's URL, which the
-// template escapes.
-func scheduleFlash(r *http.Request) string {
-	v := r.URL.Query()
-	name := v.Get("s")
-	switch v.Get("done") {
-	case "paused":
-		return "Paused schedule " + name + ": it publishes nothing until resumed."
-	case "resumed":
-		return "Resumed schedule " + name + " at its next tick."
-	case "triggered":
-		return "Triggered schedule " + name + ": published " + v.Get("id") + "."
-	case "deleted":
-		return "Deleted schedule " + name + "."
-	}
-	return ""
-}
-
 // scheduleAction returns the mutation that pauses, resumes, triggers or deletes the schedule named
-// by the form's schedule field, then sends the browser back to the schedules page.
+// by the form's schedule field, then sends the browser back to the schedules page, which says
+// what was done: a fixed text with the schedule's name and, after a trigger, the id published.
 func (h *handler) scheduleAction(verb string) action {
-	return func(ctx context.Context, queue string, form url.Values) (string, []slog.Attr, error) {
+	return func(ctx context.Context, queue string, form url.Values) (outcome, error) {
 		name := form.Get("schedule")
 		if name == "" {
-			return "", nil, badRequest("Name a schedule.")
+			return outcome{}, badRequest("Name a schedule.")
 		}
-		back := url.Values{"q": {queue}, "s": {name}, "done": {verb + "d"}}
+		done := outcome{to: "./schedules?" + url.Values{"q": {queue}}.Encode(), audit: []slog.Attr{slog.String("schedule", name)}}
 		var err error
 		switch verb {
 		case "pause":
 			err = h.in.PauseSchedule(ctx, queue, name)
+			done.flash = "Paused schedule " + name + ": it publishes nothing until resumed."
 		case "resume":
 			err = h.in.ResumeSchedule(ctx, queue, name)
+			done.flash = "Resumed schedule " + name + " at its next tick."
 		case "trigger":
 			var id string
 			id, err = h.in.TriggerSchedule(ctx, queue, name)
-			back.Set("done", "triggered")
-			back.Set("id", id)
+			done.flash = "Triggered schedule " + name + ": published " + id + "."
 		case "delete":
-			_, err = h.in.DeleteSchedule(ctx, queue, name)
+			var existed bool
+			existed, err = h.in.DeleteSchedule(ctx, queue, name)
+			done.flash = "Deleted schedule " + name + "."
+			if !existed {
+				done.flash = "There was no schedule " + name + " to delete."
+			}
 		}
 		if err != nil {
-			return "", nil, err
+			return outcome{}, err
 		}
-		return "./schedules?" + back.Encode(), []slog.Attr{slog.String("schedule", name)}, nil
+		return done, nil
 	}
 }

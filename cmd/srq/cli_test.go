@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/srqueue/srq"
@@ -60,6 +61,47 @@ func TestRedactsRedisURL(t *testing.T) {
 	}
 }
 
+// TestRedisPasswordNeverShown: whatever a password holds ('/', '?', '#', '@', ':' unescaped, or
+// only digits), no part of it is printed: not by --help, not by a mistyped flag, and not by any
+// error a URL can give (an invalid database number, an unexpected option, Redis unreachable);
+// the URL is shown with its credentials as xxxxx.
+func TestRedisPasswordNeverShown(t *testing.T) {
+	t.Parallel()
+	for _, pw := range []string{"Zq/SECRET", "Zq?SECRET", "Zq#SECRET", "Zq@SECRET", "Zq:SECRET", "31415926"} {
+		for _, tail := range []struct{ name, at string }{
+			{"invalid database number", "127.0.0.1:1/abc"},
+			{"unexpected option", "127.0.0.1:1/0?frobnicate=1"},
+			{"cannot reach", "127.0.0.1:1/0?max_retries=-1"},
+		} {
+			u := "redis://alice:" + pw + "@" + tail.at
+			for _, args := range [][]string{
+				{"--redis-url", u, "--queue", "q", "stats"},
+				{"--redis-url", u, "web", "--help"},
+				{"--redis-url", u, "stats", "--nope"},
+				{"--redis-url", u, "web", "--addr", "127.0.0.1:0"},
+			} {
+				t.Run(pw+"/"+tail.name+"/"+args[2], func(t *testing.T) {
+					t.Parallel()
+					var out, errb bytes.Buffer
+					code := run(t.Context(), args, strings.NewReader(""), &out, &errb)
+					text := out.String() + errb.String()
+					for _, part := range []string{"Zq", "SECRET", "3141", "5926"} {
+						if strings.Contains(text, part) {
+							t.Fatalf("srq %q (exit %d) shows %q of the password:\n%s", args, code, part, text)
+						}
+					}
+					if code == 0 && args[3] != "--help" {
+						t.Fatalf("srq %q: exit 0:\n%s", args, text)
+					}
+					if !strings.Contains(text, "alice:xxxxx@") && !strings.Contains(text, "cannot reach Redis at 127.0.0.1:1: ") {
+						t.Fatalf("srq %q (exit %d) shows neither the URL redacted nor the address it cannot reach:\n%s", args, code, text)
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestRedactsRedisURLFromEnv: REDIS_URL's credentials are hidden as --redis-url's are, in the
 // error and in what srq web prints when it starts.
 func TestRedactsRedisURLFromEnv(t *testing.T) {
@@ -68,6 +110,16 @@ func TestRedactsRedisURLFromEnv(t *testing.T) {
 	code := run(context.Background(), []string{"--queue", "q", "stats"}, strings.NewReader(""), &out, &errb)
 	if code != 2 || !strings.Contains(errb.String(), "redis://:xxxxx@127.0.0.1:badport") || strings.Contains(errb.String(), "S3cr3tPW") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	t.Setenv("REDIS_URL", "redis://admin:S3cretPW@127.0.0.1:6481")
+	for _, args := range [][]string{{"web", "--help"}, {"web", "--adr", ":1"}, {"--queue", "q", "stats", "-h"}} {
+		out.Reset()
+		errb.Reset()
+		code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+		if text := out.String() + errb.String(); strings.Contains(text, "S3cretPW") ||
+			!strings.Contains(text, `(default "redis://admin:xxxxx@127.0.0.1:6481")`) {
+			t.Fatalf("srq %q: exit %d, output:\n%s", args, code, text)
+		}
 	}
 }
 
@@ -90,10 +142,13 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-// evilFixture publishes to a queue whose name, partitions, ids, consumer, headers, payload and
-// errors hold terminal escape sequences and a right-to-left override.
+// evilFixture publishes to a queue whose name holds bidirectional controls (a queue name may not
+// hold a control character) and whose partitions, ids, consumer, headers, payload and errors hold
+// terminal escape sequences and a right-to-left override; and registers legacyQueue, a name with an
+// escape sequence that an earlier srq accepted.
 const (
-	evilQueue     = "q\x1b[31m"
+	evilQueue     = "q\u202e\u2066"
+	legacyQueue   = "old\x1b[31m"
 	evilPartition = "\x1b]0;pwned\x07"
 	evilID        = "id\x1b[2J"
 	evilConsumer  = "c\x1b[5m\u202e"
@@ -103,6 +158,9 @@ const (
 func seedEvil(t *testing.T, f *fixture) {
 	t.Helper()
 	if err := engine.RegisterQueue(f.ctx, f.client, f.prefix, evilQueue, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.HSet(f.ctx, engine.RegistryKey(f.prefix), legacyQueue, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := engine.New(f.client, engine.Config{Queue: evilQueue, Prefix: f.prefix})
@@ -146,6 +204,7 @@ func TestEscapesControlCharacters(t *testing.T) {
 		{"--queue", evilQueue, "task", evilID + "2"},
 		{"--queue", evilQueue, "task", "nope\x1b[31m"},
 		{"--queue", "nope\x1b]0;t\x07", "stats"},
+		{"--queue", legacyQueue, "stats"},
 		{"--queue", evilQueue, "watch", "--count", "1"},
 		{"--queue", evilQueue, "dead", "requeue", "nope\x1b[31m"},
 		{"--queue", evilQueue, "resume", "--partition", evilPartition},
@@ -159,9 +218,71 @@ func TestEscapesControlCharacters(t *testing.T) {
 				t.Errorf("srq %q (exit %d) wrote the control character %q:\n%s", args, code, text[i:i+1], text)
 			}
 		}
-		if !strings.Contains(out+errOut, `\x1b`) && !strings.Contains(out+errOut, `\u001b`) {
-			t.Errorf("srq %q (exit %d) shows no escaped ESC:\n%s%s", args, code, out, errOut)
+		if !strings.Contains(out+errOut, `\x1b`) && !strings.Contains(out+errOut, `\u001b`) && !strings.Contains(out+errOut, `\u202e`) {
+			t.Errorf("srq %q (exit %d) shows no escaped ESC or RLO:\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// hasControl reports whether text holds a C0 control other than a line break, DEL, a C1 control or
+// a bidirectional control, raw.
+func hasControl(text string) bool {
+	return strings.IndexFunc(text, func(r rune) bool { return r != '\n' && unsafeRune(r) }) >= 0
+}
+
+// TestJSONEscapesControlCharacters: --json output holds no control character (C0, DEL, C1) nor
+// bidirectional control raw: each is a \u escape, and decodes to the text it stands for.
+func TestJSONEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	seedEvil(t, f)
+	for _, args := range [][]string{
+		{"--json", "queues"},
+		{"--json", "--queue", evilQueue, "stats"},
+		{"--json", "--queue", evilQueue, "partitions", "--by", "paused"},
+		{"--json", "--queue", evilQueue, "inflight"},
+		{"--json", "--queue", evilQueue, "dead", "list"},
+		{"--json", "--queue", evilQueue, "task", evilID},
+		{"--json", "--queue", evilQueue, "watch", "--count", "1"},
+	} {
+		code, out, errOut := f.run("", args...)
+		if code != 0 || hasControl(out) || !json.Valid([]byte(out)) {
+			t.Errorf("srq %q: exit %d, stderr %q, stdout:\n%s", args, code, errOut, out)
+		}
+		if !strings.Contains(out, `\u001b`) && !strings.Contains(out, `\u202e`) {
+			t.Errorf("srq %q shows no escaped ESC or RLO:\n%s", args, out)
+		}
+	}
+	var letter struct {
+		LastError string `json:"last_error"`
+		Consumer  string `json:"consumer"`
+	}
+	code, out, _ := f.run("", "--json", "--queue", evilQueue, "task", evilID)
+	if err := json.Unmarshal([]byte(out), &letter); code != 0 || err != nil || letter.LastError != evilError {
+		t.Errorf("task --json: exit %d, %v, last_error %q, want %q", code, err, letter.LastError, evilError)
+	}
+}
+
+// TestEventsEscapeHostileKind: an event whose kind holds escape sequences (written to the stream
+// by anything but srq) is printed with them escaped, by events and events --json alike.
+func TestEventsEscapeHostileKind(t *testing.T) {
+	t.Parallel()
+	f, eng := eventsFixture(t)
+	const kind = "pub\x1b]0;pwned\x07\x1b[2J\u009b31m\x7f\u202elished"
+	if err := f.client.XAdd(f.ctx, &redis.XAddArgs{Stream: eng.Keys().Events(),
+		Values: []string{"k", kind, "id", "e\x1b[5m1", "p", "!p\u0085"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := f.ok("", "--queue", "ev", "events")
+	if hasControl(out) || !strings.Contains(out, `"pub\x1b]0;pwned\a\x1b[2J\u009b31m\x7f\u202elished"`) {
+		t.Errorf("events printed the kind raw or not at all:\n%q", out)
+	}
+	out = f.ok("", "--queue", "ev", "--json", "events")
+	var ev struct {
+		Kind, ID, Partition string
+	}
+	if err := json.Unmarshal([]byte(out), &ev); hasControl(out) || err != nil || ev.Kind != kind || ev.ID != "e\x1b[5m1" {
+		t.Errorf("events --json: %v %+v:\n%q", err, ev, out)
 	}
 }
 

@@ -208,7 +208,7 @@ func (c *cli) printEvent(ev inspect.Event) error {
 
 // eventLine is an event as events prints it: time (ms, UTC), kind, id, then the details it has.
 func eventLine(ev inspect.Event) string {
-	parts := []string{ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), fmt.Sprintf("%-14s", ev.Kind), show(ev.ID)}
+	parts := []string{ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), fmt.Sprintf("%-14s", show(ev.Kind)), show(ev.ID)}
 	if ev.Partition != "" {
 		parts = append(parts, "partition="+partName(ev.Partition))
 	}

@@ -45,6 +45,22 @@ func redactURL(u string) string {
 	return u[:start] + info + u[end:]
 }
 
+// errUserInfo is why a URL whose credentials, as redactURL finds them, hold '/', '?' or '#' is
+// refused: a URL parser ends the host there, and would read a part of the password as the path,
+// the query or the fragment, and quote it in its errors or connect to a part of it as a host.
+var errUserInfo = errors.New(`the text before its last "@" (the user and password) holds "/", "?" or "#": ` +
+	`percent-encode them (%2F, %3F, %23), and an "@" elsewhere in the URL (%40)`)
+
+// checkUserInfo refuses, with errUserInfo, a URL whose credentials (the text redactURL hides) hold
+// a character that would end them for a URL parser; the error names no part of them.
+func checkUserInfo(u string) error {
+	start, end, ok := userInfo(u)
+	if ok && strings.ContainsAny(u[start:end], "/?#") {
+		return errUserInfo
+	}
+	return nil
+}
+
 // quotedRE matches the Go-quoted fragments net/url's and go-redis's errors cite.
 var quotedRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,7 +58,8 @@ Commands:
   queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
 ` + scheduleUsage + `  watch                        refresh stats every --interval, with rates
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
-                               --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public
+                               --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public,
+                               --allowed-host H (a host name it answers to, beside localhost; repeatable)
 
 A partition is named as stored: an ordered partition's key starts with "!" (--partition '!42').
 
@@ -89,8 +91,11 @@ type options struct {
 	json, yes, verbose      bool
 }
 
+// register adds the shared flags to fs, each with its current value as its default. The usage
+// fs prints (--help, a mistyped flag) shows --redis-url's default with its credentials redacted.
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisURL, "redis-url", o.redisURL, "Redis URL (default $REDIS_URL, else redis://127.0.0.1:6379)")
+	fs.Lookup("redis-url").DefValue = redactURL(o.redisURL)
 	fs.StringVar(&o.prefix, "prefix", o.prefix, "key prefix of the queues")
 	fs.StringVar(&o.queue, "queue", o.queue, "the queue to act on")
 	fs.StringVar(&o.tlsCA, "tls-ca", o.tlsCA, "PEM file of the CA certificates to trust (rediss://)")
@@ -115,12 +120,25 @@ type cli struct {
 	in     *inspect.Inspector
 	// now is the local clock, for watch's pacing only; tests replace it.
 	now func() time.Time
+	// webTimeouts are srq web's server timeouts; tests shorten them.
+	webTimeouts webTimeouts
 }
 
 // run runs srq with args (without the program name) and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return newCLI(ctx, stdin, stdout, stderr).main(args)
+}
+
+// newCLI returns an invocation over the streams, with the defaults.
+func newCLI(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) *cli {
+	return &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now,
+		webTimeouts: defaultWebTimeouts}
+}
+
+// main runs the command args names (without the program name) and returns the exit code.
+func (c *cli) main(args []string) int {
 	installRedisLogger()
-	c := &cli{ctx: ctx, stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, now: time.Now}
+	stderr := c.stderr
 	c.opts = options{redisURL: os.Getenv("REDIS_URL"), prefix: engine.DefaultPrefix}
 	if c.opts.redisURL == "" {
 		c.opts.redisURL = "redis://127.0.0.1:6379"
@@ -272,6 +290,10 @@ func (c *cli) connect() error {
 	if c.opts.verbose {
 		setRedisLog(c.stderr)
 	}
+	if err := checkUserInfo(c.opts.redisURL); err != nil {
+		return usagef("bad --redis-url %q: %v (want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS)",
+			redactURL(c.opts.redisURL), err)
+	}
 	opt, err := redis.ParseURL(c.opts.redisURL)
 	if err != nil {
 		return usagef("bad --redis-url %q: %s (want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS)",
@@ -382,14 +404,26 @@ func (c *cli) explain(err error) error {
 	return err
 }
 
-// emitJSONLine writes v as one line of JSON.
-func (c *cli) emitJSONLine(v any) error { return json.NewEncoder(c.stdout).Encode(v) }
+// emitJSONLine writes v as one line of JSON (writeJSON).
+func (c *cli) emitJSONLine(v any) error { return c.writeJSON(v, "") }
 
-// emitJSON writes v as indented JSON.
-func (c *cli) emitJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// emitJSON writes v as indented JSON (writeJSON).
+func (c *cli) emitJSON(v any) error { return c.writeJSON(v, "  ") }
+
+// writeJSON writes v as JSON, indented by indent, with every control character and bidirectional
+// control in its strings as a \u escape: encoding/json escapes C0 controls but writes DEL, the C1
+// controls and the bidirectional controls raw, which a terminal acts on. Outside strings JSON
+// holds no such character, and the escapes decode to the same text. It fails with the encoder's
+// or the writer's error.
+func (c *cli) writeJSON(v any, indent string) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(c.stdout, escapeText(buf.String()))
+	return err
 }
 
 // confirm asks the user to confirm action unless --yes was given; a refusal is an error.

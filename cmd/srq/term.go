@@ -12,7 +12,8 @@ import (
 // and consumer ids, errors, headers): printed raw, an escape sequence in it would drive the
 // operator's terminal (colours, the window title, a cleared screen, a hyperlink), and a
 // right-to-left override would make it read differently from what it is. Every value of a table
-// goes through show, every message through escapeText; --json leaves the escaping to JSON.
+// goes through show, every message through escapeText, and --json output through escapeText too
+// (writeJSON), after JSON's own escaping.
 
 // unsafeRune reports whether r, written raw to a terminal, could act on it or reorder the text
 // around it: C0 and C1 controls and DEL (escape sequences, bells, carriage returns), and the
