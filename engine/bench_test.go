@@ -272,7 +272,7 @@ func (q *benchQueue) close(tb testing.TB) {
 	defer cancel()
 	defer q.client.Close()
 	k := q.eng.Keys()
-	names := k.ScriptKeys()
+	names := k.fixedKeys()
 	unlink := func() {
 		if len(names) > 0 {
 			if err := q.client.Unlink(ctx, names...).Err(); err != nil {

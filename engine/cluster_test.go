@@ -35,7 +35,7 @@ func queueOnMaster(t *testing.T, c *redistest.Cluster, i int) string {
 func checkSlot(ctx context.Context, t *testing.T, c *redistest.Cluster, cl *redis.ClusterClient, e *Engine, i int) {
 	t.Helper()
 	k := e.Keys()
-	keys := append(k.ScriptKeys(), k.Task("x"), k.Meta(partition.Ordered("p")), k.Pending(partition.Ordered("p"), 3),
+	keys := append(k.fixedKeys(), k.Task("x"), k.Meta(partition.Ordered("p")), k.Pending(partition.Ordered("p"), 3),
 		k.Levels("p"), k.Held("p"), k.RateLimit("r"))
 	want := redistest.KeySlot(k.Ready())
 	for _, key := range keys {

@@ -133,9 +133,15 @@ func (k Keys) Held(p partition.Key) string { return k.base + "l:" + string(p) }
 // name; it expires once that state no longer matters.
 func (k Keys) RateLimit(name string) string { return k.base + "rl:" + name }
 
-// ScriptKeys returns the KEYS every script gets, in the order lua/includes/common.lua expects (a
-// new slice on each call).
-func (k Keys) ScriptKeys() []string {
+// ScriptKeys returns the KEYS every script gets: the key base, from which the scripts build the
+// queue's fixed keys (lua/keys.go), and the seq key. The base is never a key that exists, so while
+// a Cluster migrates the queue's slot, a call of two keys, one of them missing, is refused with
+// TRYAGAIN by both nodes rather than run on either with part of the queue (a call of one key
+// that does not exist would be sent on to the importing node with ASK). A new slice on each call.
+func (k Keys) ScriptKeys() []string { return []string{k.base, k.Seq()} }
+
+// fixedKeys returns the queue's fixed keys in the order the scripts build them (lua.KeySuffixes).
+func (k Keys) fixedKeys() []string {
 	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
 		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/srqueue/srq/internal/redistest"
+	"github.com/srqueue/srq/lua"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,10 +108,15 @@ func TestKeysNames(t *testing.T) {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
 	}
-	want := []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
-		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
-	if got := k.ScriptKeys(); !slices.Equal(got, want) {
-		t.Errorf("ScriptKeys() = %q, want %q (the order common.lua expects)", got, want)
+	if got := k.ScriptKeys(); !slices.Equal(got, []string{k.Base(), k.Seq()}) {
+		t.Errorf("ScriptKeys() = %q, want the key base and seq", got)
+	}
+	var want []string
+	for _, s := range lua.KeySuffixes {
+		want = append(want, k.Base()+s)
+	}
+	if got := k.fixedKeys(); !slices.Equal(got, want) {
+		t.Errorf("the fixed keys are %q, the scripts build %q", got, want)
 	}
 }
 

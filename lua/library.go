@@ -11,7 +11,8 @@ import (
 // the library defines them once, when it is loaded. Library builds it so:
 //
 //   - KEYS and ARGV are locals of the library, which each function sets from its arguments first
-//     thing (a function gets them as arguments, not as globals);
+//     thing (a function gets them as arguments, not as globals): ARGV as it comes, KEYS as the
+//     table of the fixed keys built from the one key it is given, the key base (keys.go);
 //   - each include's helpers ("local function"s) are defined at the library's top level, once,
 //     in the order the scripts include them;
 //   - each include's other top-level statements, its state, become a function of the library,
@@ -89,7 +90,8 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 	b.WriteString("#!lua name=" + libraryPlaceholder + "\n")
 	b.WriteString("-- srq's scripts as one Redis Functions library, built by lua/library.go from lua/*.lua.\n")
 	b.WriteString("local KEYS, ARGV\n")
-	locals := 2
+	b.WriteString(keysetFunction())
+	locals := 5
 	declared := map[string]string{}
 	for _, inc := range order {
 		var init strings.Builder
@@ -130,7 +132,7 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 		if fl := flags(s.name); len(fl) > 0 {
 			b.WriteString(" flags = {'" + strings.Join(fl, "', '") + "'},")
 		}
-		b.WriteString(" callback = function(srq_keys, srq_argv)\nKEYS, ARGV = srq_keys, srq_argv\n")
+		b.WriteString(" callback = function(srq_keys, srq_argv)\nKEYS, ARGV = srq_keyset(srq_keys[1]), srq_argv\n")
 		b.WriteString(includeLine.ReplaceAllStringFunc(s.text, func(line string) string {
 			return "init_" + includeLine.FindStringSubmatch(line)[1] + "()"
 		}))

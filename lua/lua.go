@@ -120,5 +120,5 @@ func expand(name string, prologue bool) (string, error) {
 		i++
 		return b.String()
 	})
-	return inlineAliases(callCold(expanded, cold)), nil
+	return keysLine.ReplaceAllString(inlineAliases(callCold(expanded, cold)), keysFill()), nil
 }

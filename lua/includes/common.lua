@@ -1,6 +1,9 @@
 -- common.lua: state, keys and helpers every script shares. Included first by every script.
 --
--- KEYS are the same for every script, in this order (engine/keys.go builds them):
+-- Every script is called with two keys: KEYS[1], the key base "<prefix>:{<queue>}:", and the seq
+-- key; they route the call to the queue's slot. The line "@keys" below makes KEYS the queue's
+-- fixed keys, each the key base and a suffix (lua/keys.go), in this order (engine/keys.go builds
+-- the same names):
 --   KEYS[1] ready    ZSET   partitions that can yield work now; score = round-robin turn
 --   KEYS[2] sched    ZSET   partitions whose next work is in the future; score = ms it becomes available
 --   KEYS[3] inflight ZSET   leased task ids; score = lease deadline ms
@@ -24,6 +27,7 @@
 
 if redis.replicate_commands then redis.replicate_commands() end
 
+-- @keys
 local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_DEPTH, K_HEADS, K_CONSUMERS, K_QPAUSE, K_PPAUSE = KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]
