@@ -25,7 +25,7 @@ func (b *bundle) publishOp(msgs ...Message) *op {
 	b.t.Helper()
 	o := &op{ctx: b.ctx}
 	for _, m := range msgs {
-		o.msgs = append(o.msgs, m.ID, string(m.Partition), strconv.Itoa(m.Priority), int64(0), int64(0), 0, "", m.Payload, "", "")
+		o.msgs, _ = messageArgs(o.msgs, m.ID, &m)
 	}
 	return o
 }

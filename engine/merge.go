@@ -392,8 +392,8 @@ func (e *Engine) sendPublishes(ops []*op) {
 				o.dups[i] = true
 			case codeLevels: // the message that would pass the cap: the batch was refused
 				p, _ := o.msgs[i*publishArgs+1].(string)
-				prio, _ := o.msgs[i*publishArgs+2].(string)
-				o.err = priorityError(i, partition.Key(p), prio)
+				opts, _ := o.msgs[i*publishArgs+4].(string)
+				o.err = priorityError(i, partition.Key(p), optsPriority(opts))
 			case codeRefused:
 				o.err = cmp.Or(o.err, error(ErrTooManyPriorities))
 			}

@@ -473,7 +473,7 @@ func TestMergedPublishes(t *testing.T) {
 	pub := func(ids ...string) *op {
 		o := &op{ctx: b.ctx}
 		for _, id := range ids {
-			o.msgs = append(o.msgs, id, "", "0", int64(0), int64(0), 0, "", []byte(id), "", "")
+			o.msgs, _ = messageArgs(o.msgs, id, &Message{Payload: []byte(id)})
 		}
 		return o
 	}

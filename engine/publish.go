@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -104,18 +105,50 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 }
 
 // publishArgs is the number of publish.lua arguments per message.
-const publishArgs = 10
+const publishArgs = 5
 
 // messageArgs appends the publishArgs values of publish.lua for m, published with id, to args,
-// and returns them with the bytes of m's payload and encoded headers.
+// and returns them with the bytes of m's payload and encoded headers: the id, the partition, the
+// payload, the headers and the options (messageOpts).
 func messageArgs(args []any, id string, m *Message) ([]any, int) {
+	headers := encodeHeaders(m.Headers)
+	return append(args, id, string(m.Partition), m.Payload, headers, messageOpts(m)), len(m.Payload) + len(headers)
+}
+
+// messageOpts packs the options of m that the usual message leaves at their zero values into one
+// argument of publish.lua: "" when all are, else "priority,delay ms,at ms,max attempts,outcome
+// spec,hold" (the at 0 for none, the outcome spec as outcomeSpec, the hold "1" or "").
+func messageOpts(m *Message) string {
 	var at int64
 	if !m.At.IsZero() {
 		at = max(m.At.UnixMilli(), 1)
 	}
-	headers := encodeHeaders(m.Headers)
-	return append(args, id, string(m.Partition), strconv.Itoa(m.Priority), m.Delay.Milliseconds(), at,
-		m.MaxAttempts, headers, m.Payload, outcomeSpec(m.KeepOutcome, m.Wait), flag(m.HoldOnDead)), len(m.Payload) + len(headers)
+	outcome := outcomeSpec(m.KeepOutcome, m.Wait)
+	if m.Priority == 0 && m.Delay == 0 && at == 0 && m.MaxAttempts == 0 && outcome == "" && !m.HoldOnDead {
+		return ""
+	}
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, int64(m.Priority), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, m.Delay.Milliseconds(), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, at, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(m.MaxAttempts), 10)
+	b = append(b, ',')
+	b = append(b, outcome...)
+	b = append(b, ',')
+	b = append(b, flag(m.HoldOnDead)...)
+	return string(b)
+}
+
+// optsPriority is the priority messageOpts packed into opts, as a decimal string.
+func optsPriority(opts string) string {
+	if opts == "" {
+		return "0"
+	}
+	prio, _, _ := strings.Cut(opts, ",")
+	return prio
 }
 
 // flag is a script's boolean argument: "1" or "".

@@ -10,10 +10,12 @@
 -- ARGV[2]  dedup window ms (0: none)
 -- ARGV[3]  b, the number of batches
 -- ARGV[4…3+b] the number of tasks in each batch, in order
--- ARGV[4+b…] 10 per task: id, partition, priority, delay ms, at ms (0: use delay), max attempts
---          (0: unlimited), headers (encoded; may be empty), payload, how its end is recorded ('' for
---          not: else the retention ms of its outcome, followed by 'w' when a caller may wait for it;
---          includes/outcome.lua), and '1' when its death holds its ordered partition ('' if not)
+-- ARGV[4+b…] 5 per task: id, partition, payload, headers (encoded; may be empty), and its other
+--          options, '' for the usual task (priority 0, available now, unlimited attempts, no
+--          outcome kept, no hold), else "priority,delay ms,at ms (0: use delay),max attempts (0:
+--          unlimited),outcome,hold": outcome is how its end is recorded ('' for not: else the
+--          retention ms of its outcome, followed by 'w' when a caller may wait for it;
+--          includes/outcome.lua), hold '1' when its death holds its ordered partition ('' if not)
 -- Returns: one code per task: OK (added) or DUPLICATE; for a refused batch, LEVELS for the task
 --          that would pass the cap and REFUSED for its other tasks.
 --
@@ -29,13 +31,49 @@ local now = now_ms()
 local now_s = int(now)
 local window = ARGV[2] + 0
 local batches = ARGV[3] + 0
-local TASK = 10 -- values per task
+local TASK = 5 -- values per task
 local first_task = 4 + batches
-local res, parts, seen, levels_seen = {}, {}, {}, {}
-local added, dups, available, first = 0, 0, {}, {}
 seq_reserve((#ARGV - first_task + 1) / TASK)
-local pend_adds, pend_keys = {}, {}
-local NO_FIELDS = {} -- unpacks to nothing: the optional fields of a task that has none
+
+-- task_opts unpacks a task's options (ARGV, above): priority level (a string), delay ms, at ms,
+-- max attempts (a string), outcome spec, hold.
+local function task_opts(o)
+  if o == '' then return '0', 0, 0, '0', '', '' end
+  local level, delay, at, max, outcome, hold = string.match(o, '^(-?%d+),(%d+),(%d+),(%d+),([^,]*),(1?)$')
+  return level, delay + 0, at + 0, max, outcome, hold
+end
+
+-- task_level is the priority level of a task whose options are o.
+local function task_level(o)
+  if o == '' then return '0' end
+  return string.match(o, '^(-?%d+),')
+end
+
+-- task_record writes task id's record (kt) at partition p, sequence number s, available at t_s,
+-- with payload d, headers h and the fields of its options that are not their defaults.
+local function task_record(kt, p, s, t_s, d, h, level, max, outcome, hold)
+  if level == '0' and max == '0' and h == '' and outcome == '' and hold == '' then
+    -- A pending task has no state field and a level-0 task no level field: absent means those, and
+    -- every byte of a task record counts when millions wait. The usual task builds no table.
+    redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 't', t_s, 'c', now_s)
+    return
+  end
+  local extra = {}
+  if level ~= '0' then extra[#extra + 1] = 'r'; extra[#extra + 1] = level end
+  if max ~= '0' then extra[#extra + 1] = 'm'; extra[#extra + 1] = max end
+  if h ~= '' then extra[#extra + 1] = 'h'; extra[#extra + 1] = h end
+  if outcome ~= '' then extra[#extra + 1] = 'o'; extra[#extra + 1] = outcome end
+  if hold ~= '' then extra[#extra + 1] = 'j'; extra[#extra + 1] = '1' end
+  redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 't', t_s, 'c', now_s, unpack(extra))
+end
+
+-- available_at is when a task with delay ms and at ms (0: none) is available, as a number and as
+-- the string Redis is sent.
+local function available_at(delay, at)
+  if at > 0 then return at, int(at) end
+  if delay == 0 then return now, now_s end
+  return now + delay, int(now + delay)
+end
 
 -- exists says whether task id exists (pending, leased or dead) or was acked within the window.
 local function exists(id)
@@ -43,6 +81,69 @@ local function exists(id)
   if window == 0 then return false end
   local acked = redis.call('ZSCORE', K_DEDUP, id)
   return acked and acked + 0 > now - window
+end
+
+-- place_new places partition p, which is not in ready, after this publish gave it work available
+-- from first_t on. Without controls and not held, p is in sched (at its earliest time) or was
+-- empty, so its place follows from that score and first_t alone; otherwise place decides.
+-- Returns whether p is in ready now.
+local function place_new(p, first_t)
+  local paused, limit, blocked = meta(p)
+  if paused or limit or blocked then return place(p, now) end
+  if is_ordered(p) and redis.call('EXISTS', k_held(p)) == 1 then return false end
+  local e = first_t
+  local s = redis.call('ZSCORE', K_SCHED, p)
+  s = s and s + 0
+  if s and s < e then e = s end
+  if e <= now then
+    if s then redis.call('ZREM', K_SCHED, p) end
+    ready_push(p)
+    return true
+  end
+  if e ~= s then
+    if s then redis.call('ZREM', K_SCHED, p) end
+    schedule(p, e)
+  end
+  return false
+end
+
+-- The usual publish is one task at priority 0: it runs here, straight through, with the commands
+-- the general path below would send for it and none of its tables (each costs an allocation and
+-- its share of the collector; together they were most of a single publish's time in Lua).
+if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_task + 4]) == '0' then
+  local i = first_task
+  local id, p = ARGV[i], ARGV[i + 1]
+  if exists(id) then
+    stat('duplicates', 1)
+    return {DUPLICATE}
+  end
+  local level, delay, at, max, outcome, hold = task_opts(ARGV[i + 4])
+  local t, t_s = available_at(delay, at)
+  local s = next_seq()
+  task_record(k_task(id), p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
+  redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
+  stat('pending', 1)
+  stat('published', 1)
+  -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
+  -- changes neither.
+  local in_ready = redis.call('ZSCORE', K_READY, p) ~= false
+  local ready_now = in_ready
+  if not in_ready then ready_now = place_new(p, t) end
+  if ready_now and t <= now then wakes = math.max(wakes, 1) end
+  -- The partition indexes, as index_flush would write them for this one task.
+  if redis.call('ZINCRBY', K_DEPTH, '1', p) + 0 == 1 then
+    redis.call('ZADD', K_HEADS, t_s, p) -- p had nothing pending
+  elseif not in_ready or t < now then
+    redis.call('ZADD', K_HEADS, 'LT', t_s, p)
+  end
+  if indexes_new then
+    to_skiplist(K_DEPTH)
+    to_skiplist(K_HEADS)
+  end
+  if EVENTS_MAX then emit('published', id, 'p', p) end
+  if window > 0 then prune_dedup(now, window, 100) end
+  finish()
+  return {OK}
 end
 
 -- refusals returns, by the ARGV index of their id, the codes of the tasks of the batches that would
@@ -53,8 +154,8 @@ end
 -- (partition, level) of such tasks a ZSCORE r:<p>, per partition a ZCARD r:<p>.
 local function refusals()
   local any = false
-  for i = first_task + 2, #ARGV, TASK do
-    if ARGV[i] ~= '0' then any = true; break end
+  for i = first_task + 4, #ARGV, TASK do
+    if task_level(ARGV[i]) ~= '0' then any = true; break end
   end
   local out = {}
   if not any then return out end
@@ -65,7 +166,7 @@ local function refusals()
     local last = at + TASK * (ARGV[3 + b] - 1)
     local new_ids, new_has, more, over = {}, {}, {}, nil
     for i = at, last, TASK do
-      local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+      local id, p, level = ARGV[i], ARGV[i + 1], task_level(ARGV[i + 4])
       if not ids[id] and not new_ids[id] then
         new_ids[id] = true
         if level ~= '0' and not exists(id) then
@@ -93,35 +194,22 @@ local function refusals()
   return out
 end
 local refused = refusals()
+local res, parts, seen, levels_seen = {}, {}, {}, {}
+local added, dups, available, first = 0, 0, {}, {}
+local pend_adds, pend_keys = {}, {}
 
 for i = first_task, #ARGV, TASK do
-  local id, p, level = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local kt = k_task(id)
+  local id, p = ARGV[i], ARGV[i + 1]
   if refused[i] then
     res[#res + 1] = refused[i]
   elseif exists(id) then
     res[#res + 1] = DUPLICATE
     dups = dups + 1
   else
-    local t, t_s = ARGV[i + 4] + 0, ARGV[i + 4]
-    if t <= 0 then
-      local delay = ARGV[i + 3] + 0
-      if delay == 0 then t, t_s = now, now_s else t = now + delay; t_s = int(t) end
-    end
+    local level, delay, at, max, outcome, hold = task_opts(ARGV[i + 4])
+    local t, t_s = available_at(delay, at)
     local s = next_seq()
-    -- A pending task has no state field and a level-0 task no level field: absent means those, and
-    -- every byte of a task record counts when millions wait.
-    -- The usual task has no priority, attempts or headers: no table is built for it.
-    local extra = NO_FIELDS
-    if level ~= '0' or ARGV[i + 5] ~= '0' or ARGV[i + 6] ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then
-      extra = {}
-      if level ~= '0' then extra[#extra + 1] = 'r'; extra[#extra + 1] = level end
-      if ARGV[i + 5] ~= '0' then extra[#extra + 1] = 'm'; extra[#extra + 1] = ARGV[i + 5] end
-      if ARGV[i + 6] ~= '' then extra[#extra + 1] = 'h'; extra[#extra + 1] = ARGV[i + 6] end
-      if ARGV[i + 8] ~= '' then extra[#extra + 1] = 'o'; extra[#extra + 1] = ARGV[i + 8] end
-      if ARGV[i + 9] ~= '' then extra[#extra + 1] = 'j'; extra[#extra + 1] = '1' end
-    end
-    redis.call('HSET', kt, 'd', ARGV[i + 7], 'p', p, 's', s, 't', t_s, 'c', now_s, unpack(extra))
+    task_record(k_task(id), p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
     -- Pending sets are written after the loop, one variadic ZADD per (partition, level): nothing
     -- in the loop reads them, and a batch often sends several tasks to one partition.
     local kp = k_pending(p, level)
@@ -146,30 +234,6 @@ for i = first_task, #ARGV, TASK do
 end
 
 for i = 1, #pend_keys do bulk('ZADD', pend_keys[i], nil, pend_adds[pend_keys[i]]) end
-
--- place_new places partition p, which is not in ready, after this publish gave it work available
--- from first_t on. Without controls and not held, p is in sched (at its earliest time) or was
--- empty, so its place follows from that score and first_t alone; otherwise place decides.
--- Returns whether p is in ready now.
-local function place_new(p, first_t)
-  local paused, limit, blocked = meta(p)
-  if paused or limit or blocked then return place(p, now) end
-  if is_ordered(p) and redis.call('EXISTS', k_held(p)) == 1 then return false end
-  local e = first_t
-  local s = redis.call('ZSCORE', K_SCHED, p)
-  s = s and s + 0
-  if s and s < e then e = s end
-  if e <= now then
-    if s then redis.call('ZREM', K_SCHED, p) end
-    ready_push(p)
-    return true
-  end
-  if e ~= s then
-    if s then redis.call('ZREM', K_SCHED, p) end
-    schedule(p, e)
-  end
-  return false
-end
 
 -- Wake sleepers for the work that is available now in ready partitions (also in partitions that
 -- were ready already: their new tasks may want more workers). Paused or held ones wake no one.

@@ -176,7 +176,7 @@ end
 local function seq_load()
   seq_hi, seq_lo = 0, 0
   if seq_want and seq_want > 0 then
-    local v = redis.pcall('INCRBY', K_SEQ, int(seq_want))
+    local v = redis.pcall('INCRBY', K_SEQ, seq_want == 1 and '1' or int(seq_want))
     if type(v) == 'number' then
       if v < SEQ_EXACT then
         -- v and hi·SEQ_SPLIT are exact; the division may round, which seq_norm corrects.
@@ -213,7 +213,7 @@ end
 local indexes_new = false
 local function stat(field, n)
   if n ~= 0 then
-    local v = redis.call('HINCRBY', K_STATS, field, int(n))
+    local v = redis.call('HINCRBY', K_STATS, field, n == 1 and '1' or int(n))
     if n > 0 and v == n and field == 'pending' then indexes_new = true end
   end
 end
@@ -272,7 +272,7 @@ end
 -- ready_flush, which runs before anything reads or removes members of ready (place, fetch's turns,
 -- finish): scores are taken in call order, so the order is the same as with one ZADD per push.
 local ready_tail, ready_fresh
-local ready_adds = {}
+local ready_adds -- made at the first push
 local function ready_push(p)
   if not ready_tail then
     local last = redis.call('ZRANGE', K_READY, '-1', '-1', 'WITHSCORES')
@@ -280,6 +280,7 @@ local function ready_push(p)
     ready_fresh = last[2] == nil -- ready does not exist: the flush creates it
   end
   ready_tail = ready_tail + 1
+  if not ready_adds then ready_adds = {} end
   ready_adds[#ready_adds + 1] = int(ready_tail)
   ready_adds[#ready_adds + 1] = p
 end
@@ -287,19 +288,22 @@ end
 -- ready_del takes p out of ready, also deferred to ready_flush, which removes before it adds. A
 -- caller may defer a removal only of a partition it does not push again before the flush (fetch's
 -- turns: each partition comes up once per turn).
-local ready_dels = {}
-local function ready_del(p) ready_dels[#ready_dels + 1] = p end
+local ready_dels -- made at the first removal
+local function ready_del(p)
+  if not ready_dels then ready_dels = {} end
+  ready_dels[#ready_dels + 1] = p
+end
 
 local function ready_flush()
-  local n = #ready_dels
-  if n > 0 then
+  if ready_dels then
+    local n = #ready_dels
     for i = 1, n, 1000 do redis.call('ZREM', K_READY, unpack(ready_dels, i, math.min(i + 999, n))) end
-    ready_dels = {}
+    ready_dels = nil
   end
-  n = #ready_adds
-  if n == 0 then return end
+  if not ready_adds then return end
+  local n = #ready_adds
   for i = 1, n, 1000 do redis.call('ZADD', K_READY, unpack(ready_adds, i, math.min(i + 999, n))) end
-  ready_adds = {}
+  ready_adds = nil
   if ready_fresh then
     to_skiplist(K_READY)
     ready_fresh = false
@@ -503,13 +507,14 @@ end
 -- p's earliest available-at is now when the script knows it exactly (a number), or false when it
 -- must be read again (earliest) because a pending task left p without the script knowing what
 -- comes next.
-local ix_parts, ix_delta, ix_low, ix_head, ix_head_s = {}, {}, {}, {}, {}
+local ix_parts, ix_delta, ix_low, ix_head, ix_head_s -- made at the first change noted (ix_touch)
 -- ix_low_s[p] is ix_low[p] formatted already (head_lower), and ix_most[p] a time p's head was at
 -- most when the script began (head_at_most). Only publish notes them: in the other scripts they
 -- stay nil, no table made.
 local ix_low_s, ix_most
 
 local function ix_touch(p)
+  if not ix_parts then ix_parts, ix_delta, ix_low, ix_head, ix_head_s = {}, {}, {}, {}, {} end
   if ix_delta[p] == nil then ix_delta[p] = 0; ix_parts[#ix_parts + 1] = p end
 end
 
@@ -570,15 +575,15 @@ end
 -- partition, else one ZMSCORE and one variadic ZADD for all; one variadic ZADD (or ZADD LT) of
 -- heads; one ZREM of each for the partitions left with nothing pending.
 local function index_flush()
+  if not ix_parts then return end
   local n = #ix_parts
-  if n == 0 then return end
   local counts = {}
   if n == 1 then
     local p = ix_parts[1]
     if ix_delta[p] == 0 then
       counts[1] = (redis.call('ZSCORE', K_DEPTH, p) or 0) + 0
     else
-      counts[1] = redis.call('ZINCRBY', K_DEPTH, int(ix_delta[p]), p) + 0
+      counts[1] = redis.call('ZINCRBY', K_DEPTH, ix_delta[p] == 1 and '1' or int(ix_delta[p]), p) + 0
     end
   else
     local cur = {}
@@ -653,10 +658,16 @@ local function finish()
   index_flush()
   if seq_dirty then redis.call('SET', K_SEQ, seq_string(seq_hi, seq_lo)) end
   if wakes > 0 then
-    local tokens = {}
-    for i = 1, math.min(wakes, 32) do tokens[i] = '1' end
     -- LPUSH returns the length: trim only when over 64, and then to 32 (no call wakes more than
     -- 32), so while no one sleeps to pop them a busy queue trims once per 32 tokens, not per call.
-    if redis.call('LPUSH', K_WAKE, unpack(tokens)) > 64 then redis.call('LTRIM', K_WAKE, 0, 31) end
+    local len
+    if wakes == 1 then
+      len = redis.call('LPUSH', K_WAKE, '1')
+    else
+      local tokens = {}
+      for i = 1, math.min(wakes, 32) do tokens[i] = '1' end
+      len = redis.call('LPUSH', K_WAKE, unpack(tokens))
+    end
+    if len > 64 then redis.call('LTRIM', K_WAKE, 0, 31) end
   end
 end
