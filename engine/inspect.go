@@ -87,12 +87,17 @@ func (e *Engine) Overview(ctx context.Context, consumers int) (Overview, error) 
 	return o, nil
 }
 
-// setCounters stores the name, value pairs of the stats hash.
+// setCounters stores the name, value pairs of the stats hash. A publish counts its tasks once, in
+// pub, which stands for both published and pending (pending counts the other changes: fetches,
+// returns, requeues): one HINCRBY a publish instead of two.
 func (s *Stats) setCounters(rows []any) error {
+	var pub int64
 	fields := map[string]*int64{
-		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
+		"pending": &s.Pending, "published": &s.Published, "pub": &pub, "duplicates": &s.Duplicates, "acked": &s.Acked,
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
 		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
+		"waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
+		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed,
 	}
 	for i := 0; i+1 < len(rows); i += 2 {
 		name, err := replyString(rows[i])
@@ -105,6 +110,8 @@ func (s *Stats) setCounters(rows []any) error {
 			}
 		}
 	}
+	s.Pending += pub
+	s.Published += pub
 	return nil
 }
 

@@ -52,23 +52,8 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	}
 	s := Stats{ReadyPartitions: head[0], ScheduledPartitions: head[1], InFlight: head[2], Dead: head[3],
 		ServerTime: time.UnixMilli(head[4])}
-	fields := map[string]*int64{
-		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
-		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
-		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
-		"waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
-		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed,
-	}
-	for i := 5; i+1 < len(rows); i += 2 {
-		name, err := replyString(rows[i])
-		if err != nil {
-			return Stats{}, err
-		}
-		if p, ok := fields[name]; ok {
-			if *p, err = replyInt(rows[i+1]); err != nil {
-				return Stats{}, err
-			}
-		}
+	if err := s.setCounters(rows[5:]); err != nil {
+		return Stats{}, err
 	}
 	return s, nil
 }

@@ -122,8 +122,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local s = next_seq()
   task_record(k_task(id), p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
-  stat('pending', 1)
-  stat('published', 1)
+  stat('pub', 1)
   -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
   -- changes neither.
   local in_ready = redis.call('ZSCORE', K_READY, p) ~= false
@@ -133,12 +132,9 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   -- The partition indexes, as index_flush would write them for this one task.
   if redis.call('ZINCRBY', K_DEPTH, '1', p) + 0 == 1 then
     redis.call('ZADD', K_HEADS, t_s, p) -- p had nothing pending
+    if redis.call('ZCARD', K_DEPTH) == 1 then indexes_fresh() end -- nor had any other partition
   elseif not in_ready or t < now then
     redis.call('ZADD', K_HEADS, 'LT', t_s, p)
-  end
-  if indexes_new then
-    to_skiplist(K_DEPTH)
-    to_skiplist(K_HEADS)
   end
   if EVENTS_MAX then emit('published', id, 'p', p) end
   if window > 0 then prune_dedup(now, window, 100) end
@@ -254,8 +250,7 @@ for i = 1, #parts do
 end
 wakes = math.max(wakes, ready_now)
 if window > 0 then prune_dedup(now, window, 100) end
-stat('pending', added)
-stat('published', added)
+stat('pub', added)
 stat('duplicates', dups)
 finish()
 return res

@@ -207,15 +207,11 @@ local function next_seq()
   return string.format('%05d%015d', seq_hi, seq_lo)
 end
 
--- stat adds n to a counter of the stats hash. A pending count that grows from 0 tells, for free,
--- that the queue had no pending task, so the partition indexes depth and heads do not exist and
--- this script's index_flush creates them (indexes_new).
-local indexes_new = false
+-- stat adds n to a counter of the stats hash. A publish counts its tasks once, in 'pub', which
+-- engine.Stats adds to both 'published' and 'pending' ('pending' counts every other change of the
+-- pending tasks): one command a publish instead of two.
 local function stat(field, n)
-  if n ~= 0 then
-    local v = redis.call('HINCRBY', K_STATS, field, n == 1 and '1' or int(n))
-    if n > 0 and v == n and field == 'pending' then indexes_new = true end
-  end
+  if n ~= 0 then redis.call('HINCRBY', K_STATS, field, n == 1 and '1' or int(n)) end
 end
 
 -- A new sorted set starts in the listpack encoding, where every update of a member scans the whole
@@ -571,19 +567,30 @@ local function pend(id, kt, p, level, s, t)
   head_lower(p, t)
 end
 
+-- indexes_fresh converts depth and heads, which this script has just created (they hold only the
+-- partitions it gave pending tasks), from listpacks to skiplists (see to_skiplist).
+local function indexes_fresh()
+  to_skiplist(K_DEPTH)
+  to_skiplist(K_HEADS)
+end
+
 -- index_flush writes what the script noted into depth and heads: one ZINCRBY for a single touched
 -- partition, else one ZMSCORE and one variadic ZADD for all; one variadic ZADD (or ZADD LT) of
--- heads; one ZREM of each for the partitions left with nothing pending.
+-- heads; one ZREM of each for the partitions left with nothing pending. Only when a partition is
+-- new to depth does it ask whether depth is (a ZCARD or an EXISTS): then it converts both.
 local function index_flush()
   if not ix_parts then return end
   local n = #ix_parts
   local counts = {}
+  local fresh = false
   if n == 1 then
     local p = ix_parts[1]
-    if ix_delta[p] == 0 then
+    local d = ix_delta[p]
+    if d == 0 then
       counts[1] = (redis.call('ZSCORE', K_DEPTH, p) or 0) + 0
     else
-      counts[1] = redis.call('ZINCRBY', K_DEPTH, ix_delta[p] == 1 and '1' or int(ix_delta[p]), p) + 0
+      counts[1] = redis.call('ZINCRBY', K_DEPTH, d == 1 and '1' or int(d), p) + 0
+      fresh = d > 0 and counts[1] == d and redis.call('ZCARD', K_DEPTH) == 1
     end
   else
     local cur = {}
@@ -591,13 +598,17 @@ local function index_flush()
       local part = redis.call('ZMSCORE', K_DEPTH, unpack(ix_parts, i, math.min(i + 999, n)))
       for j = 1, #part do cur[#cur + 1] = part[j] end
     end
-    local set = {}
+    local set, added = {}, false
     for i = 1, n do
       local p = ix_parts[i]
       local c = (cur[i] or 0) + ix_delta[p]
       counts[i] = c
-      if c > 0 and ix_delta[p] ~= 0 then set[#set + 1] = int(c); set[#set + 1] = p end
+      if c > 0 and ix_delta[p] ~= 0 then
+        set[#set + 1] = int(c); set[#set + 1] = p
+        if not cur[i] then added = true end
+      end
     end
+    fresh = added and redis.call('EXISTS', K_DEPTH) == 0
     if #set > 0 then bulk('ZADD', K_DEPTH, nil, set) end
   end
   local gone, exact, low = {}, {}, {}
@@ -623,10 +634,7 @@ local function index_flush()
   end
   if #exact > 0 then bulk('ZADD', K_HEADS, nil, exact) end
   if #low > 0 then bulk('ZADD', K_HEADS, 'LT', low) end
-  if indexes_new then -- depth and heads (same members) were created just now
-    to_skiplist(K_DEPTH)
-    to_skiplist(K_HEADS)
-  end
+  if fresh then indexes_fresh() end
   if #gone > 0 then
     bulk('ZREM', K_DEPTH, nil, gone)
     bulk('ZREM', K_HEADS, nil, gone)

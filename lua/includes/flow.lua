@@ -159,8 +159,7 @@ local function flow_release(id, kt, now)
   pend(id, kt, p, level, s, t)
   emit('released', id, 'p', p)
   stat('waiting', -1)
-  stat('pending', 1)
-  stat('published', 1) -- a step is published when it is released
+  stat('pub', 1) -- a step is published, and pending, when it is released (common.lua's stat)
   place(p, now)
 end
 
