@@ -75,9 +75,10 @@ local function available_at(delay, at)
   return now + delay, int(now + delay)
 end
 
--- exists says whether task id exists (pending, leased or dead) or was acked within the window.
-local function exists(id)
-  if redis.call('EXISTS', k_task(id)) == 1 then return true end
+-- exists says whether task id (record kt) exists (pending, leased or dead) or was acked within the
+-- window.
+local function exists(id, kt)
+  if redis.call('EXISTS', kt) == 1 then return true end
   if window == 0 then return false end
   local acked = redis.call('ZSCORE', K_DEDUP, id)
   return acked and acked + 0 > now - window
@@ -113,14 +114,15 @@ end
 if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_task + 4]) == '0' then
   local i = first_task
   local id, p = ARGV[i], ARGV[i + 1]
-  if exists(id) then
+  local kt = k_task(id)
+  if exists(id, kt) then
     stat('duplicates', 1)
     return {DUPLICATE}
   end
   local level, delay, at, max, outcome, hold = task_opts(ARGV[i + 4])
   local t, t_s = available_at(delay, at)
   local s = next_seq()
-  task_record(k_task(id), p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
+  task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
   -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
@@ -165,7 +167,7 @@ local function refusals()
       local id, p, level = ARGV[i], ARGV[i + 1], task_level(ARGV[i + 4])
       if not ids[id] and not new_ids[id] then
         new_ids[id] = true
-        if level ~= '0' and not exists(id) then
+        if level ~= '0' and not exists(id, k_task(id)) then
           local pl = level .. ':' .. p
           if has[pl] == nil then has[pl] = redis.call('ZSCORE', k_levels(p), level) ~= false end
           if not has[pl] and not new_has[pl] then
@@ -190,39 +192,53 @@ local function refusals()
   return out
 end
 local refused = refusals()
-local res, parts, seen, levels_seen = {}, {}, {}, {}
-local added, dups, available, first = 0, 0, {}, {}
+local res, levels_seen = {}, {}
+local added, dups = 0, 0
+-- Per partition, in order of first appearance (parts): {tasks added, the earliest available-at
+-- of them and its string, how many are available now, the additions to its level-0 pending set}.
+-- Other levels' additions go by pending key (pend_adds, pend_keys). Everything is written after
+-- the loop, one variadic ZADD per (partition, level): nothing in the loop reads them, and a batch
+-- often sends several tasks to one partition.
+local parts, byp = {}, {}
 local pend_adds, pend_keys = {}, {}
 
 for i = first_task, #ARGV, TASK do
   local id, p = ARGV[i], ARGV[i + 1]
+  local kt = k_task(id)
   if refused[i] then
     res[#res + 1] = refused[i]
-  elseif exists(id) then
+  elseif exists(id, kt) then
     res[#res + 1] = DUPLICATE
     dups = dups + 1
   else
     local level, delay, at, max, outcome, hold = task_opts(ARGV[i + 4])
     local t, t_s = available_at(delay, at)
     local s = next_seq()
-    task_record(k_task(id), p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
-    -- Pending sets are written after the loop, one variadic ZADD per (partition, level): nothing
-    -- in the loop reads them, and a batch often sends several tasks to one partition.
-    local kp = k_pending(p, level)
-    local q = pend_adds[kp]
-    if not q then q = {}; pend_adds[kp] = q; pend_keys[#pend_keys + 1] = kp end
-    q[#q + 1] = t_s
-    q[#q + 1] = s .. id
-    -- A non-zero level is recorded once per (partition, level) a batch uses; level 0 never is.
-    if level ~= '0' then
+    task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
+    local e = byp[p]
+    if not e then
+      e = {0, t, t_s, 0, false}
+      byp[p] = e
+      parts[#parts + 1] = p
+    elseif t < e[2] then
+      e[2], e[3] = t, t_s
+    end
+    e[1] = e[1] + 1
+    if t <= now then e[4] = e[4] + 1 end
+    local q
+    if level == '0' then
+      q = e[5]
+      if not q then q = {}; e[5] = q end
+    else
+      local kp = k_pending(p, level)
+      q = pend_adds[kp]
+      if not q then q = {}; pend_adds[kp] = q; pend_keys[#pend_keys + 1] = kp end
+      -- A non-zero level is recorded once per (partition, level) a batch uses; level 0 never is.
       local pl = level .. ':' .. p
       if not levels_seen[pl] then levels_seen[pl] = true; level_add(p, level) end
     end
-    if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
-    if t <= now then available[p] = (available[p] or 0) + 1 end
-    if not first[p] or t < first[p] then first[p] = t end
-    depth_add(p, 1)
-    head_lower(p, t, t_s)
+    q[#q + 1] = t_s
+    q[#q + 1] = s .. id
     added = added + 1
     if EVENTS_MAX then emit('published', id, 'p', p) end
     res[#res + 1] = OK
@@ -230,6 +246,13 @@ for i = first_task, #ARGV, TASK do
 end
 
 for i = 1, #pend_keys do bulk('ZADD', pend_keys[i], nil, pend_adds[pend_keys[i]]) end
+for i = 1, #parts do
+  local p = parts[i]
+  local e = byp[p]
+  if e[5] then bulk('ZADD', k_pending(p, '0'), nil, e[5]) end
+  depth_add(p, e[1])
+  head_lower(p, e[2], e[3])
+end
 
 -- Wake sleepers for the work that is available now in ready partitions (also in partitions that
 -- were ready already: their new tasks may want more workers). Paused or held ones wake no one.
@@ -242,11 +265,12 @@ for i = 1, #parts, 1000 do
 end
 for i = 1, #parts do
   local p = parts[i]
+  local e = byp[p]
   -- A partition already in ready keeps its turn: new work changes nothing about it. Its earliest
   -- task is available, so its head is at most now (a partition is in ready only while it is).
   if scores[i] ~= false then head_at_most(p, now) end
-  local in_ready = scores[i] ~= false or place_new(p, first[p])
-  if in_ready and available[p] then ready_now = ready_now + available[p] end
+  local in_ready = scores[i] ~= false or place_new(p, e[2])
+  if in_ready then ready_now = ready_now + e[4] end
 end
 wakes = math.max(wakes, ready_now)
 if window > 0 then prune_dedup(now, window, 100) end
