@@ -93,6 +93,7 @@ func (s *Stats) setCounters(rows []any) error {
 		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
 		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
+		"handed_back": &s.HandedBack,
 	}
 	for i := 0; i+1 < len(rows); i += 2 {
 		name, err := replyString(rows[i])

@@ -22,6 +22,10 @@ type Stats struct {
 	// TakenBack counts tasks returned because an earlier task of their ordered partition, leased
 	// with them, was rejected.
 	TakenBack int64
+	// HandedBack counts tasks workers returned unrun, or cut off by their shutdown, without using an
+	// attempt (Rejection.HandBack): the tasks a stopping worker had fetched or was running. They are
+	// not counted in Rejected or TakenBack.
+	HandedBack int64
 	// Waiting is the flow steps waiting for their parents (not counted in Pending); Cancelled
 	// counts the tasks cancelled since the queue was created.
 	Waiting, Cancelled int64
@@ -56,7 +60,7 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		"pending": &s.Pending, "published": &s.Published, "duplicates": &s.Duplicates, "acked": &s.Acked,
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
 		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
-		"waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
+		"handed_back": &s.HandedBack, "waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
 		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed,
 	}
 	for i := 5; i+1 < len(rows); i += 2 {
