@@ -233,10 +233,13 @@ func defaultConsumerID() string {
 	return fmt.Sprintf("%s-%d-%04x", cmp.Or(host, "host"), os.Getpid(), rand.Uint32()&0xffff)
 }
 
-// Run processes tasks until ctx ends, then shuts down gracefully: it stops fetching, hands back
-// fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
-// rest and hands their tasks back, and flushes its acks. It returns nil after a graceful shutdown,
-// once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
+// Run processes tasks until ctx ends, then shuts down gracefully: it logs at Info that it shuts
+// down (with how many handlers run and ShutdownTimeout), stops fetching, hands back fetched tasks
+// no handler started, waits up to ShutdownTimeout for running handlers, cancels the rest and hands
+// their tasks back, flushes its acks, and leaves the queues' consumers lists (one call per shard,
+// at most 2s), so inspect no longer shows it live. Tasks handed back use no attempt and count in
+// Stats.HandedBack. It returns nil after a graceful shutdown, once every goroutine it started has
+// ended. Redis errors are logged and retried, not returned. It
 // fails at once with ErrRunning if the worker is already running, with an error wrapping
 // ErrShardCount when the queue is registered with another shard count, and with one wrapping
 // ErrInvalid when the count stored for it is unusable (engine.QueueShards). A nil or zero Worker
