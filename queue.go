@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,7 +29,8 @@ type QueueConfig struct {
 	Shards int
 	// Prefix starts every Redis key of the queue. Default "srq".
 	Prefix string
-	// Codec turns values into payloads and back. Default codec.MsgPack{}.
+	// Codec turns values into payloads and back. Default codec.MsgPack{}. NewQueue asks a codec
+	// that is a codec.TypeChecker (MsgPack and JSON are) whether it can carry the payload type.
 	Codec codec.Codec
 	// MaxAttempts is the max attempts of tasks published without one. Default DefaultMaxAttempts;
 	// negative: no limit.
@@ -97,7 +99,10 @@ type Queue[T any] struct {
 }
 
 // NewQueue returns the queue cfg.Name on client (single node, Sentinel or Cluster). It does not
-// talk to Redis. It fails with ErrInvalid for a nil client or an invalid configuration.
+// talk to Redis. It fails with ErrInvalid for a nil client or an invalid configuration, and for a
+// payload type T the codec says it cannot carry (codec.TypeChecker): with MsgPack and JSON, a
+// struct whose fields are all unexported (or tagged "-"), which would be encoded as an empty
+// object and reach the handler as a zero value.
 func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], error) {
 	shards, err := newShardSet(client, cfg)
 	if err != nil {
@@ -105,6 +110,12 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 	}
 	if !cfg.OnDeadLetter.valid() {
 		return nil, fmt.Errorf("%w: unknown OnDeadLetter %d", ErrInvalid, cfg.OnDeadLetter)
+	}
+	c := cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{})
+	if tc, ok := c.(codec.TypeChecker); ok {
+		if err := tc.CheckType(reflect.TypeFor[T]()); err != nil {
+			return nil, fmt.Errorf("%w: queue %q: payload type: %w", ErrInvalid, cfg.Name, err)
+		}
 	}
 	maxAttempts := cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	if maxAttempts < 0 {
@@ -121,7 +132,7 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 			return nil, fmt.Errorf("%w: PublishMiddleware %d returned a nil PublishFunc", ErrInvalid, i)
 		}
 	}
-	return &Queue[T]{shards: shards, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
+	return &Queue[T]{shards: shards, codec: c, name: cfg.Name,
 		maxAttempts: maxAttempts, onDead: cfg.OnDeadLetter, publish: publish}, nil
 }
 
