@@ -36,7 +36,10 @@ type QueueConfig struct {
 	// negative: no limit.
 	MaxAttempts int
 	// DedupWindow keeps the ids of acked tasks this long, so publishing one again within the window
-	// is reported as a duplicate. Default 0.
+	// is reported as a duplicate and does not run again. Default 0: an id is a duplicate only while
+	// its task exists (pending, delayed, leased or a dead letter); once it was acked, publishing the
+	// id again makes a new task, which runs again. Each task acked costs a member of a sorted set
+	// (its id and a score) for the window, so memory grows with throughput × window.
 	DedupWindow time.Duration
 	// DeadLetterMaxCount caps the dead letters, oldest dropped first. Default 100,000; negative: no cap.
 	DeadLetterMaxCount int
@@ -178,8 +181,10 @@ func (q *Queue[T]) made() bool { return q != nil && q.shards != nil }
 // PublishOpts are the per-task options of a publish. The zero value publishes to the base
 // partition, now, with priority 0, a generated id and the queue's max attempts.
 type PublishOpts struct {
-	// ID identifies the task; publishing an id that still exists is a no-op reported as duplicate.
-	// Empty: a new, time-ordered id.
+	// ID identifies the task. Publishing an id whose task still exists (pending, delayed, leased or
+	// a dead letter), or that was acked within QueueConfig.DedupWindow, is a no-op reported as
+	// duplicate; with the default window of 0, an id published again after its task was acked is a
+	// new task and runs again. Empty: a new, time-ordered id.
 	ID string
 	// Partition is the partition key, such as a user id. Empty: the base partition.
 	Partition string
@@ -235,7 +240,10 @@ type Message[T any] struct {
 type PublishResult = engine.PublishResult
 
 // Publish encodes v and publishes it as one task. Publishes of one Queue from several goroutines
-// that meet go to Redis as one script call (group commit), each getting its own result. It fails
+// that meet go to Redis as one script call (group commit), each getting its own result. A publish
+// with an id (PublishOpts.ID) whose task still exists, or was acked within
+// QueueConfig.DedupWindow, changes nothing and reports Duplicate; without a window, a task already
+// acked is forgotten, and its id publishes a new task. It fails
 // with ErrInvalid for invalid options or an oversized payload, and with the codec's error when v
 // cannot be encoded, or for a nil or zero Queue; nothing is written then. It fails with ctx's error when ctx ends before the
 // call is sent, nothing written, and with Redis's or ctx's error during the call, after which the
