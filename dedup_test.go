@@ -17,9 +17,9 @@ import (
 func TestDedupAsDocumented(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name         string
-		cfg          srq.QueueConfig
-		opts         srq.PublishOpts
+		name        string
+		cfg         srq.QueueConfig
+		opts        srq.PublishOpts
 		dupAfterAck bool
 		runs        int32 // of the three publishes after the first run
 	}{
