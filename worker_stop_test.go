@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,5 +106,30 @@ func TestRunLogsShutdownStart(t *testing.T) {
 	if rec.Level != slog.LevelInfo || logtest.Attr(rec, "running") != int64(2) || logtest.Attr(rec, "timeout") != timeout {
 		t.Fatalf("%s %q running=%v timeout=%v; want Info, running=2, timeout=%v", rec.Level, rec.Message,
 			logtest.Attr(rec, "running"), logtest.Attr(rec, "timeout"), timeout)
+	}
+}
+
+// TestDefaultConsumerID: a worker without a ConsumerID is listed under its host name, its process
+// id and a random suffix (in Kubernetes, the host name is the pod's name).
+func TestDefaultConsumerID(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil }),
+		srq.WorkerConfig{PollWait: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	var ids []string
+	waitFor(t, "the worker listed", func() bool {
+		ids, _ = c.ZRange(ctx, q.Engine().Keys().Consumers(), 0, -1).Result()
+		return len(ids) == 1
+	})
+	stop()
+	host, _ := os.Hostname()
+	prefix := fmt.Sprintf("%s-%d-", host, os.Getpid())
+	if !strings.HasPrefix(ids[0], prefix) || len(ids[0]) != len(prefix)+4 {
+		t.Fatalf("consumer %q, want %s and 4 hex digits", ids[0], prefix)
 	}
 }
