@@ -34,6 +34,7 @@ fuzz:
 
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,13 +29,17 @@ type QueueConfig struct {
 	Shards int
 	// Prefix starts every Redis key of the queue. Default "srq".
 	Prefix string
-	// Codec turns values into payloads and back. Default codec.MsgPack{}.
+	// Codec turns values into payloads and back. Default codec.MsgPack{}. NewQueue asks a codec
+	// that is a codec.TypeChecker (MsgPack and JSON are) whether it can carry the payload type.
 	Codec codec.Codec
 	// MaxAttempts is the max attempts of tasks published without one. Default DefaultMaxAttempts;
 	// negative: no limit.
 	MaxAttempts int
 	// DedupWindow keeps the ids of acked tasks this long, so publishing one again within the window
-	// is reported as a duplicate. Default 0.
+	// is reported as a duplicate and does not run again. Default 0: an id is a duplicate only while
+	// its task exists (pending, delayed, leased or a dead letter); once it was acked, publishing the
+	// id again makes a new task, which runs again. Each task acked costs a member of a sorted set
+	// (its id and a score) for the window, so memory grows with throughput × window.
 	DedupWindow time.Duration
 	// DeadLetterMaxCount caps the dead letters, oldest dropped first. Default 100,000; negative: no cap.
 	DeadLetterMaxCount int
@@ -97,7 +102,10 @@ type Queue[T any] struct {
 }
 
 // NewQueue returns the queue cfg.Name on client (single node, Sentinel or Cluster). It does not
-// talk to Redis. It fails with ErrInvalid for a nil client or an invalid configuration.
+// talk to Redis. It fails with ErrInvalid for a nil client or an invalid configuration, and for a
+// payload type T the codec says it cannot carry (codec.TypeChecker): with MsgPack and JSON, a
+// struct whose fields are all unexported (or tagged "-"), which would be encoded as an empty
+// object and reach the handler as a zero value.
 func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], error) {
 	shards, err := newShardSet(client, cfg)
 	if err != nil {
@@ -105,6 +113,12 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 	}
 	if !cfg.OnDeadLetter.valid() {
 		return nil, fmt.Errorf("%w: unknown OnDeadLetter %d", ErrInvalid, cfg.OnDeadLetter)
+	}
+	c := cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{})
+	if tc, ok := c.(codec.TypeChecker); ok {
+		if err := tc.CheckType(reflect.TypeFor[T]()); err != nil {
+			return nil, fmt.Errorf("%w: queue %q: payload type: %w", ErrInvalid, cfg.Name, err)
+		}
 	}
 	maxAttempts := cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	if maxAttempts < 0 {
@@ -121,7 +135,7 @@ func NewQueue[T any](client redis.UniversalClient, cfg QueueConfig) (*Queue[T], 
 			return nil, fmt.Errorf("%w: PublishMiddleware %d returned a nil PublishFunc", ErrInvalid, i)
 		}
 	}
-	return &Queue[T]{shards: shards, codec: cmp.Or[codec.Codec](cfg.Codec, codec.MsgPack{}), name: cfg.Name,
+	return &Queue[T]{shards: shards, codec: c, name: cfg.Name,
 		maxAttempts: maxAttempts, onDead: cfg.OnDeadLetter, publish: publish}, nil
 }
 
@@ -167,8 +181,10 @@ func (q *Queue[T]) made() bool { return q != nil && q.shards != nil }
 // PublishOpts are the per-task options of a publish. The zero value publishes to the base
 // partition, now, with priority 0, a generated id and the queue's max attempts.
 type PublishOpts struct {
-	// ID identifies the task; publishing an id that still exists is a no-op reported as duplicate.
-	// Empty: a new, time-ordered id.
+	// ID identifies the task. Publishing an id whose task still exists (pending, delayed, leased or
+	// a dead letter), or that was acked within QueueConfig.DedupWindow, is a no-op reported as
+	// duplicate; with the default window of 0, an id published again after its task was acked is a
+	// new task and runs again. Empty: a new, time-ordered id.
 	ID string
 	// Partition is the partition key, such as a user id. Empty: the base partition.
 	Partition string
@@ -224,7 +240,10 @@ type Message[T any] struct {
 type PublishResult = engine.PublishResult
 
 // Publish encodes v and publishes it as one task. Publishes of one Queue from several goroutines
-// that meet go to Redis as one script call (group commit), each getting its own result. It fails
+// that meet go to Redis as one script call (group commit), each getting its own result. A publish
+// with an id (PublishOpts.ID) whose task still exists, or was acked within
+// QueueConfig.DedupWindow, changes nothing and reports Duplicate; without a window, a task already
+// acked is forgotten, and its id publishes a new task. It fails
 // with ErrInvalid for invalid options or an oversized payload, and with the codec's error when v
 // cannot be encoded, or for a nil or zero Queue; nothing is written then. It fails with ctx's error when ctx ends before the
 // call is sent, nothing written, and with Redis's or ctx's error during the call, after which the

@@ -1,11 +1,15 @@
 package srq_test
 
 import (
+	"context"
+	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/middleware"
 )
 
 // TestExponentialBackoff: each wait is base doubled per failed attempt, capped at limit, within
@@ -42,5 +46,47 @@ func TestExponentialBackoff(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMiddlewareRetryDecidesFirst: what errors.md says of the two: WorkerConfig.Retry sets the
+// wait after an ordinary error; with middleware.Retry the middleware decides for the errors it
+// sees, and the worker's policy is not consulted for them.
+func TestMiddlewareRetryDecidesFirst(t *testing.T) {
+	t.Parallel()
+	for _, withMiddleware := range []bool{false, true} {
+		ctx := testCtx(t)
+		q, _ := newQueue[int](t, srq.QueueConfig{})
+		if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		var asked atomic.Int32
+		cfg := srq.WorkerConfig{Logger: quiet, Retry: func(int, error) time.Duration {
+			asked.Add(1)
+			return time.Hour
+		}}
+		if withMiddleware {
+			cfg.Middleware = []srq.Middleware{middleware.Retry(middleware.RetryConfig{})}
+		}
+		w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+			return errors.New("flaky")
+		}), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ti, err := q.Engine().Task(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait := ti.AvailableAt.Sub(ti.EnqueuedAt)
+		switch {
+		case !withMiddleware && (asked.Load() != 1 || wait < 59*time.Minute):
+			t.Fatalf("without middleware: the policy asked %d times, the task waits %v; want once, an hour", asked.Load(), wait)
+		case withMiddleware && (asked.Load() != 0 || wait > 2*time.Second):
+			t.Fatalf("with middleware.Retry: the policy asked %d times, the task waits %v; want never, about 1s", asked.Load(), wait)
+		}
 	}
 }

@@ -158,6 +158,7 @@ func (q *Queue[T]) Stats(ctx context.Context) (engine.Stats, error) {
 		sum.Purged += st.Purged
 		sum.Trimmed += st.Trimmed
 		sum.TakenBack += st.TakenBack
+		sum.HandedBack += st.HandedBack
 		sum.Waiting += st.Waiting
 		sum.Cancelled += st.Cancelled
 		sum.FlowsStarted += st.FlowsStarted

@@ -13,7 +13,7 @@ import (
 
 // TestGracefulShutdown stops a worker while handlers run and more tasks wait prefetched. Every task
 // must end acked or pending again (none leased, none lost), and tasks handed back must not have
-// used an attempt.
+// used an attempt, nor be counted as rejected or taken back: Stats.HandedBack counts each once.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	for _, finish := range []bool{true, false} {
@@ -58,9 +58,10 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 			stop := runWorker(t, w)
 			waitFor(t, "4 running handlers", func() bool { return running.Load() == 4 })
+			const held = 4 + 8 // Concurrency + Prefetch
 			waitFor(t, "prefetched tasks", func() bool {
 				st, _ := q.Engine().Stats(ctx)
-				return st.InFlight >= 8
+				return st.InFlight == held
 			})
 			if finish {
 				go func() { time.Sleep(50 * time.Millisecond); close(release) }()
@@ -72,6 +73,10 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 			if st.InFlight != 0 || st.Pending+st.Acked != total || st.Dead != 0 {
 				t.Fatalf("after shutdown: %+v (want nothing leased, pending+acked = %d)", st, total)
+			}
+			if st.Rejected != 0 || st.TakenBack != 0 || st.HandedBack != held-st.Acked {
+				t.Fatalf("after shutdown: rejected %d, taken back %d, handed back %d; want 0, 0, %d (every task held and not acked, once)",
+					st.Rejected, st.TakenBack, st.HandedBack, held-st.Acked)
 			}
 			if finish && st.Acked != 4 {
 				t.Fatalf("acked %d, want the 4 running handlers' tasks", st.Acked)

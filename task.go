@@ -6,9 +6,29 @@ import (
 )
 
 // Delivery is one leased task before its payload is decoded: what middleware sees, so one
-// middleware serves every payload type. Its fields are the engine's delivery (id, fencing token,
-// partition, priority, attempt, max attempts, enqueued-at, available-at, payload, headers,
-// crashes, last error, lease deadline) and the queue's name.
+// middleware serves every payload type, and what a Task carries beside its Value. Its fields,
+// those of the embedded engine.Delivery and Queue:
+//
+//   - ID string: the task's id (PublishOpts.ID, or the one generated at publish).
+//   - Token engine.Token: the fencing token of this delivery, larger for every later delivery of
+//     the task (docs/guarantees.md, "Fencing tokens").
+//   - Partition partition.Key: the partition key as stored: "!bob" for PublishOpts{Partition:
+//     "bob", Ordered: true}, "bob" for the unordered partition bob, "" for the base partition.
+//   - Priority int: the task's priority inside its partition.
+//   - Attempt int: 1 on the first delivery; MaxAttempts int: 0 for no limit.
+//   - EnqueuedAt, AvailableAt time.Time: when it was published, and when it became (or becomes)
+//     available to run, on the Redis server's clock.
+//   - Payload []byte: the encoded value; Headers map[string]string: the publish's headers (trace
+//     context travels there).
+//   - Crashes int: how often a lease of the task expired; LastError string: the reason its last
+//     failure gave, "" if none.
+//   - LeaseDeadline time.Time: when this delivery's lease ends, on this machine's clock (the
+//     worker extends it while the handler runs).
+//   - Queue string: the queue's name.
+//
+// Its methods: FlowID and Step name the flow and the step of a flow step ("" for another task),
+// Parents reads its parents' states (and the function ParentResult, given t.Delivery, a parent's
+// result), SetResult gives the task its result.
 type Delivery struct {
 	engine.Delivery
 	Queue string

@@ -72,6 +72,9 @@ type Worker struct {
 	pool    *pool.Pool
 	log     *slog.Logger
 	running atomic.Bool
+	// decodeLogged has a flag per queue, set once a payload of the queue that cannot be decoded
+	// was logged; Run and RunOnce clear them, so each run logs the first of each queue.
+	decodeLogged []*atomic.Bool
 }
 
 // NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil or
@@ -87,11 +90,13 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	if err != nil {
 		return nil, err
 	}
-	src, err := source(q, h, cfg)
+	logged := new(atomic.Bool)
+	src, err := source(q, h, cfg, logged)
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{queues: []*shardSet{q.shards}, log: cfg.Logger.With("consumer", cfg.ConsumerID), pool: pool.New(poolConfig(cfg, src.Logger), []pool.Source{src})}, nil
+	return &Worker{queues: []*shardSet{q.shards}, log: cfg.Logger.With("consumer", cfg.ConsumerID),
+		pool: pool.New(poolConfig(cfg, src.Logger), []pool.Source{src}), decodeLogged: []*atomic.Bool{logged}}, nil
 }
 
 // nilHandler says whether h is nil, or a nil HandlerFunc.
@@ -141,16 +146,24 @@ func (cfg WorkerConfig) withDefaults() (WorkerConfig, error) {
 }
 
 // source returns the pool's view of q served by h: its shards, and a handler over an engine
-// delivery that decodes the payload and runs h inside cfg's middleware. It fails with ErrInvalid
-// for a nil middleware, or one that returns a nil WorkFunc.
-func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (pool.Source, error) {
+// delivery that decodes the payload and runs h inside cfg's middleware. The first payload it
+// cannot decode while logged is false is logged, at Error, and sets logged. It fails with
+// ErrInvalid for a nil middleware, or one that returns a nil WorkFunc.
+func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig, logged *atomic.Bool) (pool.Source, error) {
 	codec := q.codec
+	log := cfg.Logger.With("queue", q.name, "consumer", cfg.ConsumerID)
 	// The handler's panics are recovered here, innermost, so middleware sees them as errors; they
 	// are recovered again around the middleware.
 	work := WorkFunc(func(ctx context.Context, d *Delivery) (err error) {
 		defer recoverPanic(&err)
 		var v T
 		if err := codec.Unmarshal(d.Payload, &v); err != nil {
+			// Every such task of a queue usually has one cause (a producer on another codec, or
+			// another payload type): said once per run, not once per task.
+			if logged.CompareAndSwap(false, true) {
+				log.Error("cannot decode a task's payload: it goes to the dead letters; is a producer using another codec or payload type? (later ones of this queue are not logged until the worker runs again)",
+					"codec", codec.Name(), "task", d.ID, "err", err)
+			}
 			return Permanent(err)
 		}
 		return h.Handle(ctx, &Task[T]{Value: v, Delivery: d})
@@ -170,8 +183,7 @@ func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (pool.Source, er
 		err = work(ctx, d)
 		return d.result, err
 	}
-	return pool.Source{Name: name, Engines: q.shards.engines, Handle: handle,
-		Logger: cfg.Logger.With("queue", name, "consumer", cfg.ConsumerID)}, nil
+	return pool.Source{Name: name, Engines: q.shards.engines, Handle: handle, Logger: log}, nil
 }
 
 // poolConfig returns the pool's configuration for cfg, whose defaults are set; log receives the
@@ -233,10 +245,13 @@ func defaultConsumerID() string {
 	return fmt.Sprintf("%s-%d-%04x", cmp.Or(host, "host"), os.Getpid(), rand.Uint32()&0xffff)
 }
 
-// Run processes tasks until ctx ends, then shuts down gracefully: it stops fetching, hands back
-// fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
-// rest and hands their tasks back, and flushes its acks. It returns nil after a graceful shutdown,
-// once every goroutine it started has ended. Redis errors are logged and retried, not returned. It
+// Run processes tasks until ctx ends, then shuts down gracefully: it logs at Info that it shuts
+// down (with how many handlers run and ShutdownTimeout), stops fetching, hands back fetched tasks
+// no handler started, waits up to ShutdownTimeout for running handlers, cancels the rest and hands
+// their tasks back, flushes its acks, and leaves the queues' consumers lists (one call per shard,
+// at most 2s), so inspect no longer shows it live. Tasks handed back use no attempt and count in
+// Stats.HandedBack. It returns nil after a graceful shutdown, once every goroutine it started has
+// ended. Redis errors are logged and retried, not returned. It
 // fails at once with ErrRunning if the worker is already running, with an error wrapping
 // ErrShardCount when the queue is registered with another shard count, and with one wrapping
 // ErrInvalid when the count stored for it is unusable (engine.QueueShards). A nil or zero Worker
@@ -249,6 +264,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer w.running.Store(false)
+	w.newRun()
 	if err := w.register(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // ctx ended before Redis answered: nothing was started
@@ -273,6 +289,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		return 0, ErrRunning
 	}
 	defer w.running.Store(false)
+	w.newRun()
 
 	for _, q := range w.queues {
 		if err := q.register(ctx); err != nil {
@@ -280,6 +297,13 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		}
 	}
 	return w.pool.RunOnce(ctx)
+}
+
+// newRun clears what a run of the worker logs once (a payload that cannot be decoded, per queue).
+func (w *Worker) newRun() {
+	for _, l := range w.decodeLogged {
+		l.Store(false)
+	}
 }
 
 // register records the shard count of each of the worker's queues, retrying while Redis is

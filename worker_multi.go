@@ -2,6 +2,7 @@ package srq
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/srqueue/srq/internal/pool"
 )
@@ -23,7 +24,7 @@ type Served struct {
 	shards *shardSet
 	weight int
 	err    error // what Serve found wrong, reported by NewWorkerOf
-	source func(cfg WorkerConfig) (pool.Source, error)
+	source func(cfg WorkerConfig, decodeLogged *atomic.Bool) (pool.Source, error)
 }
 
 // Serve pairs q with the handler h, with opts (nil for the defaults), for NewWorkerOf. It does not
@@ -39,7 +40,9 @@ func Serve[T any](q *Queue[T], h Handler[T], opts *ServeOpts) Served {
 		return Served{err: fmt.Errorf("%w: nil handler for queue %s", ErrInvalid, q.name)}
 	}
 	return Served{shards: q.shards, weight: opts.Weight,
-		source: func(cfg WorkerConfig) (pool.Source, error) { return source(q, h, cfg) }}
+		source: func(cfg WorkerConfig, decodeLogged *atomic.Bool) (pool.Source, error) {
+			return source(q, h, cfg, decodeLogged)
+		}}
 }
 
 // NewWorkerOf returns a worker that serves every queue of served, each with its own handler and
@@ -83,10 +86,12 @@ func NewWorkerOf(cfg WorkerConfig, served ...Served) (*Worker, error) {
 			return nil, fmt.Errorf("%w: NewWorkerOf: queue %s is served twice", ErrInvalid, s.shards.name)
 		}
 		seen[key] = true
-		src, err := s.source(cfg)
+		logged := new(atomic.Bool)
+		src, err := s.source(cfg, logged)
 		if err != nil {
 			return nil, err
 		}
+		w.decodeLogged = append(w.decodeLogged, logged)
 		src.Weight = max(s.weight, 1)
 		srcs = append(srcs, src)
 		w.queues = append(w.queues, s.shards)

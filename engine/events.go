@@ -20,6 +20,7 @@ const (
 	EventAcked         EventKind = "acked"          // a task succeeded
 	EventRetried       EventKind = "retried"        // a task went back after a failure (Error, Delay)
 	EventRecovered     EventKind = "recovered"      // a task whose lease expired went back
+	EventHandedBack    EventKind = "handed_back"    // a worker returned a task unrun, or cut off by its shutdown (no attempt used)
 	EventDead          EventKind = "dead"           // a task was dead-lettered (Error)
 	EventCancelled     EventKind = "cancelled"      // a task was cancelled (Error: why)
 	EventRequeued      EventKind = "requeued"       // a dead letter went back to pending

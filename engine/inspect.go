@@ -96,7 +96,7 @@ func (s *Stats) setCounters(rows []any) error {
 		"pending": &s.Pending, "published": &s.Published, "pub": &pub, "duplicates": &s.Duplicates, "acked": &s.Acked,
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
 		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
-		"waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
+		"handed_back": &s.HandedBack, "waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
 		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed,
 	}
 	for i := 0; i+1 < len(rows); i += 2 {

@@ -178,7 +178,7 @@ type contractModel struct {
 	clock    int64
 	deaths   int64
 	lastTok  Token
-	c        struct{ published, duplicates, acked, rejected, takenBack, deadLettered, requeued, purged, trimmed int64 }
+	c        struct{ published, duplicates, acked, rejected, takenBack, handedBack, deadLettered, requeued, purged, trimmed int64 }
 }
 
 func newModel(dedup bool) *contractModel {
@@ -797,13 +797,14 @@ func (r *modelRun) opReject() {
 	r.must(err, "reject")
 	var desc []string
 	for _, rj := range rjs {
-		desc = append(desc, fmt.Sprintf("%s/%d/delay=%v/notattempt=%v", rj.ID, rj.Token, rj.Delay, rj.NotAttempt))
+		desc = append(desc, fmt.Sprintf("%s/%d/delay=%v/notattempt=%v/handback=%v", rj.ID, rj.Token, rj.Delay, rj.NotAttempt, rj.HandBack))
 	}
 	r.logf("reject %s -> %v", strings.Join(desc, " "), res)
 	if len(res) != len(rjs) {
 		r.fatalf("reject of %d returned %d results", len(rjs), len(res))
 	}
-	took := map[string]Token{} // tasks taken back by earlier items of this call: the token of the lease that ended
+	took := map[string]Token{}  // tasks taken back by earlier items of this call: the token of the lease that ended
+	tookHB := map[string]bool{} // those a hand-back took back, counted as handed back then
 	for i, rj := range rjs {
 		want := RejectResult{Err: m.settleErr(rj.Receipt)}
 		t := m.tasks[rj.ID]
@@ -811,11 +812,13 @@ func (r *modelRun) opReject() {
 			// An earlier item of this call took this delivery back: it is pending in its place, and
 			// this item's own rejection still applies (the engine's choice: it reports OK, not
 			// ErrStaleToken). It settles the delivery once, like any reject: its reason is kept, its
-			// attempt counts unless NotAttempt, and out of attempts the task is dead-lettered
-			// (MaxAttempts n gives at most n counted deliveries); else its delay blocks the partition.
+			// attempt counts unless NotAttempt or HandBack, and out of attempts the task is
+			// dead-lettered (MaxAttempts n gives at most n counted deliveries); else its delay blocks
+			// the partition. A hand-back counts the task as handed back unless a hand-back took it
+			// back, which counted it already.
 			delete(took, rj.ID)
 			want.Err = nil
-			if !rj.NotAttempt {
+			if !rj.NotAttempt && !rj.HandBack {
 				t.attempts++
 			}
 			t.lastErr = rj.Reason
@@ -824,14 +827,19 @@ func (r *modelRun) opReject() {
 				r.bury(t)
 				r.seen["dead-after-taken-back"]++
 			} else {
-				m.c.rejected++
+				switch {
+				case !rj.HandBack:
+					m.c.rejected++
+				case !tookHB[rj.ID]:
+					m.c.handedBack++
+				}
 				if rj.Delay > 0 {
 					m.parts[t.part].blocked = true
 				}
 			}
 			r.seen["reject-of-taken-back"]++
 		} else if want.Err == nil {
-			if rj.NotAttempt {
+			if rj.NotAttempt || rj.HandBack {
 				t.attempts--
 			}
 			t.lastErr = rj.Reason
@@ -843,7 +851,12 @@ func (r *modelRun) opReject() {
 			} else {
 				later := m.laterLeases(t)
 				t.unlease(mPending)
-				m.c.rejected++
+				if rj.HandBack {
+					m.c.handedBack++
+					r.seen["hand-back"]++
+				} else {
+					m.c.rejected++
+				}
 				if t.part.IsOrdered() {
 					if rj.Delay > 0 {
 						m.parts[t.part].blocked = true
@@ -853,9 +866,14 @@ func (r *modelRun) opReject() {
 					// places, without counting an attempt; their leases end.
 					for _, s := range later {
 						took[s.id] = s.token
+						tookHB[s.id] = rj.HandBack
 						s.attempts--
 						s.unlease(mPending)
-						m.c.takenBack++
+						if rj.HandBack {
+							m.c.handedBack++ // a hand-back's tasks count as handed back, not taken back
+						} else {
+							m.c.takenBack++
+						}
 						r.seen["reject-took-back-later"]++
 					}
 				} else {
@@ -873,9 +891,11 @@ func (r *modelRun) opReject() {
 }
 
 // rejection returns a random rejection of rc: now and then with the hour's delay (rarely for an
-// ordered task, whose partition it blocks for the rest of the test) or as not attempted.
+// ordered task, whose partition it blocks for the rest of the test), as not attempted, or as a
+// worker's hand-back.
 func (r *modelRun) rejection(rc Receipt) Rejection {
-	rj := Rejection{Receipt: rc, Reason: fmt.Sprintf("boom %d", r.step), NotAttempt: r.rng.IntN(4) == 0}
+	rj := Rejection{Receipt: rc, Reason: fmt.Sprintf("boom %d", r.step), NotAttempt: r.rng.IntN(4) == 0,
+		HandBack: r.rng.IntN(6) == 0}
 	if t := r.m.tasks[rc.ID]; t != nil {
 		if t.part.IsOrdered() && r.rng.IntN(60) == 0 || !t.part.IsOrdered() && r.rng.IntN(5) == 0 {
 			rj.Delay = modelDelay
@@ -1133,7 +1153,7 @@ func (r *modelRun) checkStats() {
 	got.ServerTime = time.Time{}
 	want := Stats{Published: m.c.published, Duplicates: m.c.duplicates, Acked: m.c.acked, Rejected: m.c.rejected,
 		DeadLettered: m.c.deadLettered, Requeued: m.c.requeued, Purged: m.c.purged, Trimmed: m.c.trimmed,
-		TakenBack: m.c.takenBack}
+		TakenBack: m.c.takenBack, HandedBack: m.c.handedBack}
 	for _, t := range m.tasks {
 		switch t.state {
 		case mPending:

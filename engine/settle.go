@@ -76,6 +76,12 @@ type Rejection struct {
 	Reason string
 	// NotAttempt makes this delivery not count as an attempt, as for a rate limit.
 	NotAttempt bool
+	// HandBack marks a task its worker returns without having run it, or whose handler the
+	// worker's shutdown cut off: it does not count as an attempt (whatever NotAttempt says), is
+	// counted in Stats.HandedBack instead of Stats.Rejected (with the later tasks of its ordered run
+	// that it takes back, instead of Stats.TakenBack), and its event is EventHandedBack, not
+	// EventRetried.
+	HandBack bool
 }
 
 // RejectResult tells what Reject did with one delivery.
@@ -110,8 +116,11 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 		if r.Delay < 0 || r.Delay > MaxDelay {
 			return nil, invalidf("rejection %d: delay %v is outside [0, %v]", i, r.Delay, MaxDelay)
 		}
-		counts := 1
-		if r.NotAttempt {
+		counts := 1 // lua/reject.lua: 1 an attempt, 0 none, 2 a hand-back
+		switch {
+		case r.HandBack:
+			counts = 2
+		case r.NotAttempt:
 			counts = 0
 		}
 		args = append(args, r.ID, r.Token.String(), r.Delay.Milliseconds(), clip(r.Reason), counts)

@@ -22,6 +22,10 @@ type Stats struct {
 	// TakenBack counts tasks returned because an earlier task of their ordered partition, leased
 	// with them, was rejected.
 	TakenBack int64
+	// HandedBack counts tasks workers returned unrun, or cut off by their shutdown, without using an
+	// attempt (Rejection.HandBack): the tasks a stopping worker had fetched or was running. They are
+	// not counted in Rejected or TakenBack.
+	HandedBack int64
 	// Waiting is the flow steps waiting for their parents (not counted in Pending); Cancelled
 	// counts the tasks cancelled since the queue was created.
 	Waiting, Cancelled int64

@@ -43,7 +43,8 @@ type Consumer struct {
 	// Live says its heartbeat is fresh: it was seen within engine.ConsumerLive (30s) of the
 	// server's clock. A running worker fetches at least every PollWait (1s by default) while it has
 	// a free slot and extends its leases every Lease/3 while it has none, so one not seen for that
-	// long has stopped, is stalled, or runs with a Lease above 90s and every slot busy.
+	// long has crashed, is stalled, or runs with a Lease above 90s and every slot busy. A worker
+	// whose Run returned is not listed at all: it leaves the list (engine.Engine.Leave).
 	Live bool `json:"live"`
 }
 

@@ -4,14 +4,17 @@
 -- position, without counting an attempt: nothing may complete before the rejected task. A task
 -- whose attempts reach its max attempts goes to the dead letters instead, with the reason as its
 -- last error; then the partition goes on and the later tasks stay leased. A task asked to be
--- cancelled while leased (cancel.lua), rejected or taken back, ends cancelled instead.
+-- cancelled while leased (cancel.lua), rejected or taken back, ends cancelled instead. A hand-back
+-- (counts 2: a worker returns tasks it did not run, or whose handler its shutdown cut off) is a
+-- reject that uses no attempt and is counted apart: handed_back counts each task it returned once,
+-- with the later tasks of an ordered run it took back, and rejected and taken_back not at all.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)
 -- ARGV[4…] 5 per task: id, fencing token, delay ms, reason, counts (1: this delivery counts as an
---          attempt; 0: it does not, as for a rate limit)
+--          attempt; 0: it does not, as for a rate limit; 2: a hand-back, no attempt)
 -- Returns: one code per task: OK (pending again, also when an earlier item of this call took it
 --          back; or cancelled, when it was asked to be), DEAD (dead-lettered), STALE or NOTFOUND; then RELAY (-1) when the call wrote to
 --          the flow outbox.
@@ -24,11 +27,12 @@
 local now = now_ms()
 local maxcount, maxage = tonumber(ARGV[2]), tonumber(ARGV[3])
 local res, parts, seen = {}, {}, {}
-local rejected = 0
+local rejected, handed = 0, 0
 
 -- took maps the ids take_back_later returned in this call to the token their lease had: a later
 -- item of the same call that names one of them with that token finds it pending already.
-local took = {}
+-- took_hb marks those a hand-back took back, counted in handed_back then.
+local took, took_hb = {}, {}
 
 -- The leased run of each ordered partition this call rejects from, read once per call: run[p] lists
 -- the ids of l:<p> in the partition's order, at[p][id] is an id's place in it, and cut[p] is the
@@ -60,8 +64,8 @@ local function read_run(p)
 end
 
 -- take_back_later returns the leased tasks of ordered partition p that come after task id, whose
--- own reject sent it back.
-local function take_back_later(id, p, now)
+-- own reject sent it back (a hand-back when hb), and how many went back to pending.
+local function take_back_later(id, p, now, hb)
   local i, ids, n = at[p][id], run[p], 0
   if not i or i >= cut[p] then return 0 end
   for j = i + 1, cut[p] - 1 do
@@ -78,11 +82,18 @@ local function take_back_later(id, p, now)
         n = n + 1
       end
       took[other] = lease and lease_token(lease)
+      took_hb[other] = hb
       gone[other] = true
     end
   end
   cut[p] = i
   return n
+end
+
+-- taken counts n tasks take_back_later returned for an item whose counts is counts: handed back
+-- for a hand-back, else taken back.
+local function taken(counts, n)
+  if counts == '2' then handed = handed + n else stat('taken_back', n) end
 end
 
 for i = 4, #ARGV, 5 do
@@ -99,7 +110,7 @@ for i = 4, #ARGV, 5 do
     local p = f[1]
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
     local attempts, max = tonumber(f[2]) or 0, tonumber(f[3]) or 0
-    if counts ~= '0' then
+    if counts == '1' then
       attempts = redis.call('HINCRBY', kt, 'a', 1)
     end
     if max > 0 and attempts >= max then
@@ -118,7 +129,11 @@ for i = 4, #ARGV, 5 do
         local _, _, blocked = meta(p)
         if not blocked or blocked < now + delay then meta_set(p, 'b', now + delay) end
       end
-      rejected = rejected + 1
+      if counts ~= '2' then
+        rejected = rejected + 1
+      elseif not took_hb[id] then
+        handed = handed + 1 -- a reject took it back: handed back now, counted once
+      end
       res[#res + 1] = OK
     end
   elseif not lease or lease_token(lease) ~= token then
@@ -131,7 +146,7 @@ for i = 4, #ARGV, 5 do
       gone[id] = true
     end
     unlease(id, kt, p)
-    if counts ~= '0' then
+    if counts == '1' then
       attempts = attempts + 1
       redis.call('HSET', kt, 'a', attempts)
     end
@@ -139,16 +154,21 @@ for i = 4, #ARGV, 5 do
     if lease_cancelled(lease) then
       cancel_leased(id, kt, now)
       res[#res + 1] = OK
-      if is_ordered(p) then stat('taken_back', take_back_later(id, p, now)) end
+      if is_ordered(p) then taken(counts, take_back_later(id, p, now, counts == '2')) end
     elseif max > 0 and attempts >= max then
       bury(id, kt, reason, now, maxcount, maxage)
       res[#res + 1] = DEAD
     else
       back(id, kt, p, now, delay)
-      rejected = rejected + 1
-      emit('retried', id, 'e', reason, 'd', int(delay))
+      if counts == '2' then
+        handed = handed + 1
+        emit('handed_back', id)
+      else
+        rejected = rejected + 1
+        emit('retried', id, 'e', reason, 'd', int(delay))
+      end
       res[#res + 1] = OK
-      if is_ordered(p) then stat('taken_back', take_back_later(id, p, now)) end
+      if is_ordered(p) then taken(counts, take_back_later(id, p, now, counts == '2')) end
     end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
   end
@@ -156,6 +176,7 @@ end
 
 for i = 1, #parts do place(parts[i], now) end
 stat('rejected', rejected)
+stat('handed_back', handed)
 if flow_queue then flow_run(now) end
 if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 finish()

@@ -1,7 +1,8 @@
 // Command quickstart shows srq end to end: per-user events in ordered partitions and plain jobs
 // share one pool of workers; a failed event is retried without breaking its user's order; a job
 // that keeps failing ends in the dead letters. It runs on an embedded Redis unless REDIS_URL names
-// a real one, and ends by itself with a summary.
+// a real one, and ends by itself with a summary; interrupted (Ctrl-C, SIGTERM), it stops its worker
+// and deletes its queue first.
 //
 //	go run ./examples/quickstart
 package main
@@ -13,9 +14,12 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +36,12 @@ type Work struct {
 }
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Ctrl-C (SIGINT) or SIGTERM ends ctx: run stops its worker, deletes its queue and returns, and
+	// the program exits 0. A second signal stops it at once, as the default handling does.
+	sig, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	context.AfterFunc(sig, stopSignals)
+	ctx, cancel := context.WithTimeout(sig, time.Minute)
 	defer cancel()
 	client, where, stop, err := devredis.Connect()
 	if err != nil {
@@ -40,7 +49,12 @@ func main() {
 	}
 	defer stop()
 	fmt.Println("redis:", where)
-	if err := run(ctx, client); err != nil {
+	err = run(ctx, client)
+	if sig.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Println("interrupted: stopped and cleaned up")
+		return
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -51,10 +65,10 @@ func run(ctx context.Context, client redis.UniversalClient) (err error) {
 	if err != nil {
 		return err
 	}
-	// The queue goes when the example ends: on a real Redis it would otherwise stay registered.
-	// Force: the example's own worker fetched from it moments ago.
+	// The queue goes when the example ends, also when it is interrupted: on a real Redis it would
+	// otherwise stay registered. Its worker has stopped by then, and left the queue's consumers.
 	defer func() {
-		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
+		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), nil)
 		err = errors.Join(err, derr)
 	}()
 

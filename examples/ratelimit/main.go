@@ -3,7 +3,8 @@
 // per 300ms and answers "429 Too Many Requests" with a Retry-After beyond that. The handler turns a
 // 429 into srq.RejectWithDelay, so the customer's partition waits exactly that long with its order
 // kept, while other customers go on; the RateLimit middleware keeps most calls under the API's
-// limit in the first place. It runs on an embedded Redis unless REDIS_URL names a real one.
+// limit in the first place. It runs on an embedded Redis unless REDIS_URL names a real one;
+// interrupted (Ctrl-C, SIGTERM), it stops its worker and deletes its queue first.
 //
 //	go run ./examples/ratelimit
 package main
@@ -15,10 +16,15 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/devredis"
@@ -67,30 +73,40 @@ func (a *api) call(customer string) error {
 }
 
 func main() {
-	if err := run(); err != nil {
+	// Ctrl-C (SIGINT) or SIGTERM ends ctx: run stops its workers, deletes what it made and returns,
+	// and the program exits 0. A second signal stops it at once, as the default handling does.
+	sig, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	context.AfterFunc(sig, stopSignals)
+	ctx, cancel := context.WithTimeout(sig, time.Minute)
+	defer cancel()
+	client, where, stop, err := devredis.Connect()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	fmt.Println("redis:", where)
+	err = run(ctx, client)
+	if sig.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Println("interrupted: stopped and cleaned up")
+		return
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() (err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	client, where, stop, err := devredis.Connect()
-	if err != nil {
-		return err
-	}
-	defer stop()
-	fmt.Println("redis:", where)
+func run(ctx context.Context, client redis.UniversalClient) (err error) {
 
 	// A name of its own, so that a run on a real Redis does not meet another's queue.
 	q, err := srq.NewQueue[Call](client, srq.QueueConfig{Name: fmt.Sprintf("ratelimit-%d", time.Now().UnixNano())})
 	if err != nil {
 		return err
 	}
-	// The queue goes when the example ends: on a real Redis it would otherwise stay registered.
-	// Force: the example's own worker fetched from it moments ago.
+	// The queue goes when the example ends, also when it is interrupted: on a real Redis it would
+	// otherwise stay registered. Its worker has stopped by then, and left the queue's consumers.
 	defer func() {
-		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), &srq.DeleteQueueOpts{Force: true})
+		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, q.Name(), nil)
 		err = errors.Join(err, derr)
 	}()
 	customers := []string{"acme", "globex", "initech"}

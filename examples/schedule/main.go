@@ -3,7 +3,8 @@
 // each tick is published once, with an id derived from the schedule and the tick. It pauses,
 // resumes and triggers a schedule, then deletes both schedules and the queue. It runs on an
 // embedded Redis unless REDIS_URL names a real one, and ends by itself after about five seconds
-// with a summary.
+// with a summary; interrupted (Ctrl-C, SIGTERM), it stops its schedulers and worker and deletes its
+// schedules and queue first.
 //
 //	go run ./examples/schedule
 package main
@@ -15,8 +16,11 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +36,12 @@ type Job struct {
 }
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Ctrl-C (SIGINT) or SIGTERM ends ctx: run stops its workers, deletes what it made and returns,
+	// and the program exits 0. A second signal stops it at once, as the default handling does.
+	sig, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	context.AfterFunc(sig, stopSignals)
+	ctx, cancel := context.WithTimeout(sig, time.Minute)
 	defer cancel()
 	client, where, stop, err := devredis.Connect()
 	if err != nil {
@@ -40,7 +49,12 @@ func main() {
 	}
 	defer stop()
 	fmt.Println("redis:", where)
-	if err := run(ctx, client); err != nil {
+	err = run(ctx, client)
+	if sig.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Println("interrupted: stopped and cleaned up")
+		return
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -52,10 +66,11 @@ func run(ctx context.Context, client redis.UniversalClient) (err error) {
 	if err != nil {
 		return err
 	}
-	// The queue goes when the example ends, with its schedules and tasks: on a real Redis it would
-	// otherwise stay registered. Force: the example's own worker fetched from it moments ago.
+	// The queue goes when the example ends, also when it is interrupted, with its schedules and
+	// tasks: on a real Redis it would otherwise stay registered, and its schedules active. Its
+	// schedulers and worker have stopped by then, and the worker left the queue's consumers.
 	defer func() {
-		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+		_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, nil)
 		err = errors.Join(err, derr)
 	}()
 	// Schedule is an upsert: every replica may run it at start; the last one wins, ticks go on.

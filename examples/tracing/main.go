@@ -4,7 +4,8 @@
 // are done. The spans go to the stdout exporter; a summary at the end shows they share one trace,
 // with the flow's step spans linked to the steps they wait for. No propagator is configured:
 // the middleware then carries the trace context as W3C Trace Context. It runs on an embedded
-// Redis unless REDIS_URL names a real one.
+// Redis unless REDIS_URL names a real one; interrupted (Ctrl-C, SIGTERM), it stops its workers and
+// deletes its queues first.
 //
 //	go run ./examples/tracing
 package main
@@ -17,6 +18,8 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +34,12 @@ import (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Ctrl-C (SIGINT) or SIGTERM ends ctx: run stops its workers, deletes what it made and returns,
+	// and the program exits 0. A second signal stops it at once, as the default handling does.
+	sig, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	context.AfterFunc(sig, stopSignals)
+	ctx, cancel := context.WithTimeout(sig, time.Minute)
 	defer cancel()
 	client, where, stop, err := devredis.Connect()
 	if err != nil {
@@ -44,6 +52,10 @@ func main() {
 		log.Fatal(err)
 	}
 	spans, err := run(ctx, client, exporter)
+	if sig.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Fprintln(os.Stderr, "interrupted: stopped and cleaned up")
+		return
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,8 +87,8 @@ func run(ctx context.Context, client redis.UniversalClient, exporter sdktrace.Sp
 	}
 	defer func() {
 		for _, name := range cleanups {
-			// Force: the example's own workers fetched from the queue moments ago.
-			_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+			// Its workers have stopped by then, and left the queue's consumers.
+			_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, nil)
 			err = errors.Join(err, derr)
 		}
 	}()

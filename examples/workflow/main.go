@@ -4,7 +4,8 @@
 // reading each parent's typed result with srq.ParentResult. It prints the order queue's events as
 // they happen, the flow's DAG with every step's state, the completed order, and the id of the
 // OpenTelemetry trace that holds the flow's publish and every step's handler (spans kept in
-// memory). It runs on an embedded Redis unless REDIS_URL names a real one, and ends by itself.
+// memory). It runs on an embedded Redis unless REDIS_URL names a real one, and ends by itself;
+// interrupted (Ctrl-C, SIGTERM), it stops its workers and deletes its queues first.
 //
 //	go run ./examples/workflow
 package main
@@ -17,7 +18,10 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,7 +57,12 @@ type (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Ctrl-C (SIGINT) or SIGTERM ends ctx: run stops its workers, deletes what it made and returns,
+	// and the program exits 0. A second signal stops it at once, as the default handling does.
+	sig, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	context.AfterFunc(sig, stopSignals)
+	ctx, cancel := context.WithTimeout(sig, time.Minute)
 	defer cancel()
 	client, where, stop, err := devredis.Connect()
 	if err != nil {
@@ -61,7 +70,12 @@ func main() {
 	}
 	defer stop()
 	fmt.Println("redis:", where)
-	if err := run(ctx, client); err != nil {
+	err = run(ctx, client)
+	if sig.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Println("interrupted: stopped and cleaned up")
+		return
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -84,8 +98,8 @@ func run(ctx context.Context, client redis.UniversalClient) (err error) {
 	}
 	defer func() {
 		for _, name := range []string{orders.Name(), emails.Name()} {
-			// Force: the example's own workers fetched from the queue moments ago.
-			_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, &srq.DeleteQueueOpts{Force: true})
+			// Its workers have stopped by then, and left the queue's consumers.
+			_, derr := srq.DeleteQueue(context.WithoutCancel(ctx), client, name, nil)
 			err = errors.Join(err, derr)
 		}
 	}()

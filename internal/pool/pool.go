@@ -131,6 +131,10 @@ func New(cfg Config, srcs []Source) *Pool {
 // Run's so shutdown can still hand tasks back.
 const settleTimeout = 10 * time.Second
 
+// leaveTimeout bounds the calls that take a stopped worker out of its shards' consumers lists
+// (leave): a Redis that does not answer them holds Run's return up no longer.
+const leaveTimeout = 2 * time.Second
+
 // job is one fetched task until it is settled: its handler context, which ends when the lease is
 // lost, and the timer that ends it at the lease deadline unless the extender moves it.
 type job struct {
@@ -192,9 +196,10 @@ func (p *Pool) newRunner(capacity, turns int, stopping <-chan struct{}, base con
 	return r
 }
 
-// Run processes tasks until ctx ends, then shuts down gracefully: it stops fetching, hands back
-// fetched tasks no handler started, waits up to ShutdownTimeout for running handlers, cancels the
-// rest (cause Config.Shutdown) and hands their tasks back, and flushes its acks. Redis errors are
+// Run processes tasks until ctx ends, then shuts down gracefully: it logs that it does, stops
+// fetching, hands back fetched tasks no handler started, waits up to ShutdownTimeout for running
+// handlers, cancels the rest (cause Config.Shutdown) and hands their tasks back, flushes its acks,
+// and takes the consumer out of its shards' consumers lists (leave). Redis errors are
 // logged and retried, not returned: it returns nil once every goroutine it started has ended. One
 // source is fetched by fetchLoop (two fetchers on one shard, one per shard of several); several
 // sources by runMulti, which shares the fetches between them by weight.
@@ -267,6 +272,10 @@ func (p *Pool) Run(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 		}
+		// Said once, at Info: an operator sees that the stop was taken, and for how long at most the
+		// running handlers hold it up before they are cancelled.
+		p.cfg.Logger.Info("shutting down: fetching stopped; waiting for running handlers",
+			"running", r.inHandler.Load(), "timeout", max(p.cfg.ShutdownTimeout, 0))
 		t := time.NewTimer(max(p.cfg.ShutdownTimeout, 0))
 		defer t.Stop()
 		select {
@@ -292,7 +301,21 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopLoops()
 	err = errors.Join(err, loops.Wait())
 	r.relayLast()
+	r.leave()
 	return err
+}
+
+// leave takes the worker out of the consumers list of every shard it served, once it has stopped
+// calling Redis: one call per shard, at once, all within leaveTimeout. A call that fails leaves
+// the worker listed until it ages out (engine.ConsumerLive), as before it left; it is logged.
+func (p *runner) leave() {
+	ctx, cancel := context.WithTimeout(p.base, leaveTimeout)
+	defer cancel()
+	_ = p.perShard(func(eng *engine.Engine) {
+		if err := eng.Leave(ctx, p.cfg.Consumer); err != nil {
+			p.log(eng).Warn("leaving the consumers list failed; the worker shows as live until its last heartbeat is 30s old", "err", err)
+		}
+	})
 }
 
 // shardCount is the number of shards of every source together.

@@ -355,7 +355,7 @@ func (p *runner) handBack(js []*job) {
 			rs := make([]engine.Rejection, len(group))
 			for i, j := range group {
 				// No reason: the task did not fail, so its last error stays as it was.
-				rs[i] = engine.Rejection{Receipt: j.d.Receipt(), NotAttempt: true}
+				rs[i] = engine.Rejection{Receipt: j.d.Receipt(), HandBack: true}
 			}
 			err := p.settleCall(base, func(ctx context.Context) error {
 				_, err := eng.Reject(ctx, rs)
