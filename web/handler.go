@@ -20,7 +20,8 @@ import (
 var assets embed.FS
 
 // pageNames are the templates under assets/, each rendered inside layout.html.
-var pageNames = []string{"overview", "queue", "partitions", "partition", "inflight", "dead", "task", "schedules", "error"}
+var pageNames = []string{"overview", "queue", "partitions", "partition", "inflight", "dead", "task", "schedules", "error",
+	"tasks", "workers"}
 
 // handler serves the dashboard; see NewHandler.
 type handler struct {
@@ -87,6 +88,8 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	m.HandleFunc("GET /dead", h.dead)
 	m.HandleFunc("GET /task", h.task)
 	m.HandleFunc("GET /schedules", h.schedules)
+	m.HandleFunc("GET /tasks", h.tasks)
+	m.HandleFunc("GET /workers", h.workers)
 	m.HandleFunc("GET /api/stats", h.apiStats)
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
 	actions := map[string]action{
@@ -95,6 +98,7 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 		"/pause-queue": h.pauseQueue, "/resume-queue": h.resumeQueue,
 		"/pause-schedule": h.scheduleAction("pause"), "/resume-schedule": h.scheduleAction("resume"),
 		"/trigger-schedule": h.scheduleAction("trigger"), "/delete-schedule": h.scheduleAction("delete"),
+		"/run-now": h.runNow, "/cancel-tasks": h.cancelTasks,
 	}
 	h.routeFlows(m, actions)
 	for path, act := range actions {
@@ -191,6 +195,7 @@ func (h *handler) redirectToDir(w http.ResponseWriter, r *http.Request) {
 type page struct {
 	Title      string
 	Nav        string // the current navigation entry
+	Tab        string // the current tab of the task lists: pending, delayed, inflight, dead or completed
 	Queue      string // the queue the page is about; empty on the overview
 	ReadOnly   bool
 	Token      string // the CSRF token for the page's forms
