@@ -62,6 +62,10 @@ func TestWorkerRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if ttl, err := c.PTTL(ctx, a.Engine().Keys().Worker("card-test")).Result(); err != nil ||
+		ttl <= engine.WorkerRecordTTL-time.Minute || ttl > engine.WorkerRecordTTL {
+		t.Errorf("the record expires in %v (%v), want about %v", ttl, err, engine.WorkerRecordTTL)
+	}
 	waitFor(t, "two running handlers on the record", func() bool { r := record(b); return r != nil && r.Running == 2 })
 	close(release)
 	waitFor(t, "no running handler on the record", func() bool { r := record(a); return r != nil && r.Running == 0 })

@@ -178,6 +178,24 @@ func TestRunNow(t *testing.T) {
 		t.Fatalf("after run now: %v", got)
 	}
 
+	// A paused partition stays paused: its task, made available, is not handed out.
+	b.publish(Message{ID: "p1", Partition: "paused", Delay: time.Hour})
+	if err := b.eng.Pause(b.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := b.eng.RunNow(b.ctx, []string{"p1"}); err != nil || errs[0] != nil {
+		t.Fatalf("run now p1: %v %v", err, errs)
+	}
+	if ds := b.fetch("w", 1); len(ds) != 0 {
+		t.Fatalf("a paused partition handed out %s", ds[0].ID)
+	}
+	if err := b.eng.Resume(b.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.drain("w"); !slices.Equal(got, []string{"p1"}) {
+		t.Fatalf("after resume: %v", got)
+	}
+
 	// Leased and dead tasks are not pending.
 	b.publish(Message{ID: "x1", Partition: "x"}, Message{ID: "x2", Partition: "x"})
 	ds = b.fetch("w", 2)

@@ -133,6 +133,12 @@ func TestTasksPage(t *testing.T) {
 	if r := b.post("run-now", url.Values{"q": {q.Name()}, "id": {ds[0].ID}}); r.status != http.StatusConflict {
 		t.Errorf("run now of a leased task: %d, want 409", r.status)
 	}
+	// Among several, a task no longer pending is counted in the message.
+	pub("more", srq.PublishOpts{Partition: "more", Delay: time.Hour})
+	page = b.follow("run-now", b.post("run-now", url.Values{"q": {q.Name()}, "id": {"more", ds[0].ID}}))
+	if !strings.Contains(page, "Made 1 task available now. 1 no longer pending.") {
+		t.Errorf("after a run now of a delayed and a leased task:\n%s", page)
+	}
 	// Cancel from the in-flight page marks the running task, and comes back to that page.
 	page = b.follow("cancel-tasks", b.post("cancel-tasks", url.Values{"q": {q.Name()}, "id": {ds[0].ID}, "back": {"inflight"}}))
 	if !strings.Contains(page, "is running: its worker cancels its handler") || !strings.Contains(page, `id="tab-inflight" href="./inflight?q=`+name+`" class="current"`) {
