@@ -41,9 +41,10 @@ type handler struct {
 //
 // Every link it writes is relative, so it works under any prefix. Pages: the queues with a live
 // throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), one
-// partition with its due and delayed tasks, paged (GET /partition), its tasks in flight
-// (GET /inflight), its dead letters (GET /dead), one task with its payload decoded and, for a dead
-// letter, requeue and purge (GET /task), its
+// partition with its due and delayed tasks, paged (GET /partition), its pending, delayed and
+// completed tasks (GET /tasks, with run now and cancel: POST /run-now, POST /cancel-tasks), its
+// tasks in flight (GET /inflight), its dead letters (GET /dead), one task with its payload decoded,
+// every failed attempt's error and its actions (GET /task), its workers (GET /workers), its
 // schedules (GET /schedules, with pause, resume, run now and delete), its flows (GET /flows), one
 // flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
 // chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request
