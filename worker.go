@@ -75,6 +75,7 @@ type Worker struct {
 	// decodeLogged has a flag per queue, set once a payload of the queue that cannot be decoded
 	// was logged; Run and RunOnce clear them, so each run logs the first of each queue.
 	decodeLogged []*atomic.Bool
+	card         *card // the record it keeps of itself while it runs (worker_card.go)
 }
 
 // NewWorker returns a worker that runs h over q's tasks. It fails with ErrInvalid for a nil or
@@ -95,8 +96,12 @@ func NewWorker[T any](q *Queue[T], h Handler[T], cfg WorkerConfig) (*Worker, err
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{queues: []*shardSet{q.shards}, log: cfg.Logger.With("consumer", cfg.ConsumerID),
-		pool: pool.New(poolConfig(cfg, src.Logger), []pool.Source{src}), decodeLogged: []*atomic.Bool{logged}}, nil
+	w := &Worker{queues: []*shardSet{q.shards}, log: cfg.Logger.With("consumer", cfg.ConsumerID),
+		decodeLogged: []*atomic.Bool{logged}}
+	w.card = newCard(cfg, w.queues, w.log)
+	src.Handle = w.card.counting(src.Handle)
+	w.pool = pool.New(poolConfig(cfg, src.Logger), []pool.Source{src})
+	return w, nil
 }
 
 // nilHandler says whether h is nil, or a nil HandlerFunc.
@@ -272,6 +277,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 
+	stopCard := w.card.start(ctx)
+	defer stopCard()
 	return w.pool.Run(ctx)
 }
 

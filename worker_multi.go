@@ -70,6 +70,7 @@ func NewWorkerOf(cfg WorkerConfig, served ...Served) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{log: cfg.Logger.With("consumer", cfg.ConsumerID)}
+	w.card = newCard(cfg, nil, w.log)
 	seen := map[string]bool{}
 	var srcs []pool.Source
 	for i, s := range served {
@@ -93,9 +94,11 @@ func NewWorkerOf(cfg WorkerConfig, served ...Served) (*Worker, error) {
 		}
 		w.decodeLogged = append(w.decodeLogged, logged)
 		src.Weight = max(s.weight, 1)
+		src.Handle = w.card.counting(src.Handle)
 		srcs = append(srcs, src)
 		w.queues = append(w.queues, s.shards)
 	}
+	w.card.queues = w.queues
 	w.pool = pool.New(poolConfig(cfg, w.log), srcs)
 	return w, nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -114,6 +115,8 @@ func (r *invRun) run(steps int) {
 			r.opQueuePause()
 		case k < 90:
 			r.opLimit()
+		case k < 93:
+			r.opRunNow()
 		default:
 			d := time.Duration(r.rng.IntN(40)) * time.Millisecond
 			r.logf("sleep %v", d)
@@ -475,6 +478,32 @@ func (r *invRun) opRequeue() {
 	for i, id := range ids {
 		if errs[i] == nil {
 			r.snapshot(id)
+		}
+	}
+}
+
+// opRunNow makes a task available now (RunNow): a pending one moves to now if delayed, and an
+// ordered partition blocked by a delayed reject goes on; others answer ErrNotFound or
+// ErrNotPending.
+func (r *invRun) opRunNow() {
+	ids := []string{"t" + strconv.Itoa(r.rng.IntN(150))}
+	for id := range r.snap { // an ordered task, often delayed or blocked
+		if r.rng.IntN(2) == 0 {
+			ids = append(ids, id)
+			break
+		}
+	}
+	errs, err := r.b.eng.RunNow(r.b.ctx, ids)
+	if err != nil {
+		r.fatalf("run now: %v", err)
+	}
+	r.logf("run now %v -> %v", ids, errs)
+	for i, id := range ids {
+		switch {
+		case errs[i] == nil:
+			r.snapshot(id) // its available-at moved: its place in its partition's order too
+		case !errors.Is(errs[i], ErrNotFound) && !errors.Is(errs[i], ErrNotPending):
+			r.fatalf("run now %s: %v", id, errs[i])
 		}
 	}
 }

@@ -118,6 +118,9 @@ type ScheduleInfo struct {
 	Created, Updated time.Time
 	// Shard is the engine the schedule lives in (set by FindSchedule and ListSchedulesIn).
 	Shard *Engine
+	// ReadAt is the Redis server's clock when the record was read (GetSchedule, ListSchedules),
+	// against which Overdue is judged; zero for a ScheduleInfo that was not read so.
+	ReadAt time.Time
 }
 
 // ScheduledStep is one step of a scheduled flow, as ScheduleInfo lists it.
@@ -533,10 +536,13 @@ func (e *Engine) putSchedule(ctx context.Context, def *ScheduleDef, notBefore in
 // GetSchedule reads schedule name of e. It fails with ErrScheduleNotFound (which matches
 // ErrNotFound) when e has no such schedule, and with the context's or Redis's error.
 func (e *Engine) GetSchedule(ctx context.Context, name string) (ScheduleInfo, error) {
-	h, err := e.client.HGetAll(ctx, e.keys.Schedule(name)).Result()
-	if err != nil {
+	pipe := e.client.Pipeline()
+	clock := pipe.Time(ctx)
+	rec := pipe.HGetAll(ctx, e.keys.Schedule(name))
+	if _, err := pipe.Exec(ctx); err != nil {
 		return ScheduleInfo{}, fmt.Errorf("srq: read schedule %q: %w", name, err)
 	}
+	h := rec.Val()
 	r, err := parseRecord(h)
 	if err != nil {
 		return ScheduleInfo{}, err
@@ -545,7 +551,7 @@ func (e *Engine) GetSchedule(ctx context.Context, name string) (ScheduleInfo, er
 		return ScheduleInfo{}, fmt.Errorf("%w: %q in %s", ErrScheduleNotFound, name, e.cfg.Queue)
 	}
 	in := r.info(name)
-	in.Shard = e
+	in.Shard, in.ReadAt = e, clock.Val().Truncate(time.Millisecond)
 	return in, nil
 }
 
@@ -566,6 +572,10 @@ func (e *Engine) ListSchedules(ctx context.Context, after string, limit int) ([]
 	rows, err := replySlice(res)
 	if err != nil || len(rows) < 1 {
 		return nil, fmt.Errorf("srq: schedule_list: malformed reply %v", res)
+	}
+	now, err := replyInt(rows[0])
+	if err != nil {
+		return nil, fmt.Errorf("srq: schedule_list: %w", err)
 	}
 	out := make([]ScheduleInfo, 0, len(rows)-1)
 	for _, row := range rows[1:] {
@@ -588,7 +598,7 @@ func (e *Engine) ListSchedules(ctx context.Context, after string, limit int) ([]
 			continue // listed without a record: deleted between the two reads cannot happen in one script
 		}
 		in := r.info(name)
-		in.Shard = e
+		in.Shard, in.ReadAt = e, time.UnixMilli(now)
 		out = append(out, in)
 	}
 	return out, nil

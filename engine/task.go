@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/srqueue/srq/partition"
@@ -39,6 +41,52 @@ type TaskInfo struct {
 	Token       Token     // the current fencing token, when leased
 	LeaseEnds   time.Time // the lease deadline on the server's clock, when leased
 	Sequence    string    // the publish sequence number that orders the task in its partition
+	// Errors are the errors of the task's last failed deliveries, oldest first, at most
+	// MaxAttemptErrors: each reject with an error, each kill with a reason, each lease that expired
+	// ("lease expired"). LastError is the newest of them, unless a later delivery failed without
+	// an error.
+	Errors []AttemptError
+}
+
+// MaxAttemptErrors is how many failed deliveries' errors a task's record keeps (TaskInfo.Errors).
+const MaxAttemptErrors = 10
+
+// AttemptError is the error of one failed delivery of a task.
+type AttemptError struct {
+	// Attempt is the delivery's attempt number, from 1 (a delivery that did not count as an
+	// attempt, such as a rate limit's hand-back, has the number of the attempt it was).
+	Attempt int
+	// At is when the delivery ended, on the server's clock.
+	At time.Time
+	// Error is the reason it failed with, at most MaxReasonLen bytes.
+	Error string
+}
+
+// parseAttemptErrors reads the E field of a task's record (lua/includes/settle.lua's note_error):
+// entries of "<attempt> <ms> <bytes> " followed by that many bytes. It fails on malformed input
+// and never panics.
+func parseAttemptErrors(s string) ([]AttemptError, error) {
+	var out []AttemptError
+	for s != "" {
+		var nums [3]int64
+		for i := range nums {
+			sp := strings.IndexByte(s, ' ')
+			if sp < 1 {
+				return nil, fmt.Errorf("malformed attempt error %q", s)
+			}
+			n, err := strconv.ParseInt(s[:sp], 10, 64)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("malformed attempt error %q", s)
+			}
+			nums[i], s = n, s[sp+1:]
+		}
+		if nums[2] > int64(len(s)) || nums[0] > math.MaxInt32 {
+			return nil, fmt.Errorf("malformed attempt error: %d bytes announced, %d left", nums[2], len(s))
+		}
+		out = append(out, AttemptError{Attempt: int(nums[0]), At: time.UnixMilli(nums[1]), Error: s[:nums[2]]})
+		s = s[nums[2]:]
+	}
+	return out, nil
 }
 
 // Task reads the record of task id. It fails with ErrNotFound when there is none (never published,
@@ -115,6 +163,8 @@ func (t *TaskInfo) set(k, v string) error {
 		t.Headers, err = decodeHeaders([]byte(v))
 	case "x":
 		t.LastError = v
+	case "E":
+		t.Errors, err = parseAttemptErrors(v)
 	case "w":
 		t.Consumer = v
 	case "k":

@@ -2,10 +2,13 @@ package inspect
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
@@ -85,5 +88,81 @@ func TestSchedules(t *testing.T) {
 	}
 	if _, err := b.in.Schedules(b.ctx, b.queue, "", MaxSchedules+1); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("limit too large: %v", err)
+	}
+}
+
+// TestOverdueSchedules: a schedule whose next tick is more than its Grace in the past (no worker
+// fired it) is flagged overdue and counted, on whichever shard it lives; one whose tick is late
+// by less than its Grace, a paused one and one in the future are not.
+func TestOverdueSchedules(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3)
+	now, err := b.client.Time(b.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string, p partition.Key, grace time.Duration, next time.Time, paused bool) {
+		t.Helper()
+		home := b.eng(p)
+		def := &engine.ScheduleDef{Name: name, ScheduleTiming: engine.ScheduleTiming{Every: time.Hour, Grace: grace},
+			Task: &engine.Message{Partition: p}}
+		if _, err := engine.PutScheduleIn(b.ctx, b.shards, home, def); err != nil {
+			t.Fatal(err)
+		}
+		if paused {
+			if err := home.PauseSchedule(b.ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if next.IsZero() {
+			return
+		}
+		// As if every process that fires it stopped before that tick: the record and the due
+		// index still say it.
+		ms := next.UnixMilli()
+		pipe := b.client.TxPipeline()
+		pipe.HSet(b.ctx, home.Keys().Schedule(name), "n", ms)
+		if !paused {
+			pipe.ZAdd(b.ctx, home.Keys().SchedulesDue(), redis.Z{Score: float64(ms), Member: name})
+		}
+		if _, err := pipe.Exec(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("stopped", "p1", 0, now.Add(-14*time.Minute-31*time.Second), false)
+	put("short-grace", "p2", 2*time.Second, now.Add(-10*time.Second), false)
+	put("late-within-grace", "p3", 0, now.Add(-30*time.Second), false)
+	put("paused", "p4", 0, now.Add(-time.Hour), true)
+	put("future", "p5", 0, time.Time{}, false)
+
+	list, err := b.in.Schedules(b.ctx, b.queue, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range list {
+		got[s.Name] = s.Overdue
+	}
+	want := map[string]bool{"stopped": true, "short-grace": true, "late-within-grace": false, "paused": false, "future": false}
+	if !maps.Equal(got, want) {
+		t.Errorf("overdue flags %v, want %v", got, want)
+	}
+	if s, err := b.in.Schedule(b.ctx, b.queue, "stopped"); err != nil || !s.Overdue {
+		t.Errorf("Schedule(stopped): overdue %v, %v", s.Overdue, err)
+	}
+	if s, err := b.in.Schedule(b.ctx, b.queue, "late-within-grace"); err != nil || s.Overdue {
+		t.Errorf("Schedule(late-within-grace): overdue %v, %v", s.Overdue, err)
+	}
+	if n, err := b.in.OverdueSchedules(b.ctx, b.queue); err != nil || n != 2 {
+		t.Errorf("OverdueSchedules = %d, %v; want 2", n, err)
+	}
+	// Fired again (the tick published, the next one an hour ahead), it is no longer overdue.
+	home := b.eng("p1")
+	res, err := home.FireSchedules(b.ctx, 10)
+	if err != nil || len(res.Missed) == 0 {
+		t.Fatalf("fire: %+v %v", res, err)
+	}
+	if n, err := b.in.OverdueSchedules(b.ctx, b.queue); err != nil || n != 1 {
+		t.Errorf("after the firing, OverdueSchedules = %d, %v; want 1 (short-grace, on another shard)", n, err)
 	}
 }

@@ -32,7 +32,7 @@ for i = 4, #ARGV, 3 do
     if lease_cancelled(v) then
       cancel_leased(id, kt, now) -- asked to be cancelled: it ends so, and holds no partition
     else
-      redis.call('HINCRBY', kt, 'a', 1) -- the delivery that ends here counts
+      note_error(kt, reason, redis.call('HINCRBY', kt, 'a', 1), now) -- the delivery that ends here counts
       bury(id, kt, reason, now, maxcount, maxage)
     end
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end

@@ -39,6 +39,7 @@ local function give_back(id, p, first)
   local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0 -- deliveries ended before this one
   unlease(id, kt, p)
   redis.call('HINCRBY', kt, 'n', 1)
+  if first then note_error(kt, 'lease expired', (tonumber(f[1]) or 0) + 1, now) end
   if counts ~= '0' and first then
     attempts = attempts + 1
     redis.call('HSET', kt, 'a', attempts)

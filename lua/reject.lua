@@ -109,6 +109,7 @@ for i = 4, #ARGV, 5 do
     took[id] = nil
     local p = f[1]
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
+    note_error(kt, reason, (tonumber(f[2]) or 0) + 1, now)
     local attempts, max = tonumber(f[2]) or 0, tonumber(f[3]) or 0
     if counts == '1' then
       attempts = redis.call('HINCRBY', kt, 'a', 1)
@@ -151,6 +152,7 @@ for i = 4, #ARGV, 5 do
       redis.call('HSET', kt, 'a', attempts)
     end
     if reason ~= '' then redis.call('HSET', kt, 'x', reason) end
+    note_error(kt, reason, (tonumber(f[2]) or 0) + 1, now)
     if lease_cancelled(lease) then
       cancel_leased(id, kt, now)
       res[#res + 1] = OK

@@ -4,10 +4,14 @@
 // NewHandler serves server-rendered pages over an *inspect.Inspector: the queues with a live
 // throughput chart, one queue's counts, counters, consumers (live while their heartbeat is
 // fresh) and pause switch, its top partitions by depth, age, pause or hold by a dead letter with
-// pause and resume buttons, one partition's due and delayed tasks (paged), its tasks in flight,
-// its dead letters (paged, filtered by partition and error) with requeue and purge buttons, a
-// task lookup (payloads in JSON or msgpack shown as JSON; a dead letter's requeue and purge), its flows and each flow's DAG drawn as inline SVG with a cancel button
-// per step, and a live tail of its event stream. Everything
+// pause and resume buttons, one partition's due and delayed tasks (paged), its tasks by state
+// (pending partition by partition, delayed, in flight, dead, completed; paged, with a search by
+// id, run now and cancel per task and for the selected), its dead letters (paged, filtered by
+// partition and error) with requeue and purge buttons, a task's page (payloads in JSON or msgpack
+// shown as JSON, every failed attempt's error; run now, cancel, or a dead letter's requeue and
+// purge), its workers (host, pid, queues, handlers running), its schedules (overdue ones
+// flagged), its flows and each flow's DAG drawn as inline SVG with a cancel button per step, and
+// a live tail of its event stream. Everything
 // it needs, CSS and JavaScript included, is embedded: it works offline and loads nothing from
 // elsewhere. Every link is relative, so it works under any path prefix.
 //

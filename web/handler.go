@@ -20,7 +20,8 @@ import (
 var assets embed.FS
 
 // pageNames are the templates under assets/, each rendered inside layout.html.
-var pageNames = []string{"overview", "queue", "partitions", "partition", "inflight", "dead", "task", "schedules", "error"}
+var pageNames = []string{"overview", "queue", "partitions", "partition", "inflight", "dead", "task", "schedules", "error",
+	"tasks", "workers"}
 
 // handler serves the dashboard; see NewHandler.
 type handler struct {
@@ -40,9 +41,10 @@ type handler struct {
 //
 // Every link it writes is relative, so it works under any prefix. Pages: the queues with a live
 // throughput chart (GET /), one queue (GET /queue?q=), its top partitions (GET /partitions), one
-// partition with its due and delayed tasks, paged (GET /partition), its tasks in flight
-// (GET /inflight), its dead letters (GET /dead), one task with its payload decoded and, for a dead
-// letter, requeue and purge (GET /task), its
+// partition with its due and delayed tasks, paged (GET /partition), its pending, delayed and
+// completed tasks (GET /tasks, with run now and cancel: POST /run-now, POST /cancel-tasks), its
+// tasks in flight (GET /inflight), its dead letters (GET /dead), one task with its payload decoded,
+// every failed attempt's error and its actions (GET /task), its workers (GET /workers), its
 // schedules (GET /schedules, with pause, resume, run now and delete), its flows (GET /flows), one
 // flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
 // chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request
@@ -87,6 +89,8 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 	m.HandleFunc("GET /dead", h.dead)
 	m.HandleFunc("GET /task", h.task)
 	m.HandleFunc("GET /schedules", h.schedules)
+	m.HandleFunc("GET /tasks", h.tasks)
+	m.HandleFunc("GET /workers", h.workers)
 	m.HandleFunc("GET /api/stats", h.apiStats)
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
 	actions := map[string]action{
@@ -95,6 +99,7 @@ func NewHandler(in *inspect.Inspector, cfg Config) (http.Handler, error) {
 		"/pause-queue": h.pauseQueue, "/resume-queue": h.resumeQueue,
 		"/pause-schedule": h.scheduleAction("pause"), "/resume-schedule": h.scheduleAction("resume"),
 		"/trigger-schedule": h.scheduleAction("trigger"), "/delete-schedule": h.scheduleAction("delete"),
+		"/run-now": h.runNow, "/cancel-tasks": h.cancelTasks,
 	}
 	h.routeFlows(m, actions)
 	for path, act := range actions {
@@ -191,6 +196,7 @@ func (h *handler) redirectToDir(w http.ResponseWriter, r *http.Request) {
 type page struct {
 	Title      string
 	Nav        string // the current navigation entry
+	Tab        string // the current tab of the task lists: pending, delayed, inflight, dead or completed
 	Queue      string // the queue the page is about; empty on the overview
 	ReadOnly   bool
 	Token      string // the CSRF token for the page's forms

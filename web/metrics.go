@@ -40,6 +40,7 @@ const (
 	MetricQueueWaiting             = "srq.queue.waiting"              // gauge: flow steps waiting for their parents
 	MetricQueueFlowsRunning        = "srq.queue.flows.running"        // gauge: flows whose home is the queue still running
 	MetricQueueFlows               = "srq.queue.flows"                // counter: flows started, completed, failed, by srq.flow.event
+	MetricQueueSchedulesOverdue    = "srq.queue.schedules.overdue"    // gauge: active schedules whose next tick is past its grace
 )
 
 // The attributes of the Inspector's metrics.
@@ -67,8 +68,8 @@ type MetricsConfig struct {
 // Metrics is a Prometheus endpoint for srq: an http.Handler serving, in the text exposition
 // format, the OpenTelemetry instruments recorded through MeterProvider (give it to
 // middleware.OTelConfig for the worker's and the publisher's metrics) and gauges of every queue's
-// depth, partitions and consumers read from the Inspector at each scrape, with one Stats call per
-// queue. docs/metrics.md lists every metric.
+// depth, partitions, consumers and overdue schedules read from the Inspector at each scrape, with
+// one Stats and one OverdueSchedules call per queue. docs/metrics.md lists every metric.
 type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	reg      metric.Registration
@@ -147,6 +148,8 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 	pHeld := gauge(MetricQueuePartitionsHeld, "{partition}", "Ordered partitions held by a dead letter.")
 	waiting := gauge(MetricQueueWaiting, "{step}", "Flow steps waiting for their parents.")
 	flowsRunning := gauge(MetricQueueFlowsRunning, "{flow}", "Flows whose first step is in the queue that are still running.")
+	overdue := gauge(MetricQueueSchedulesOverdue, "{schedule}",
+		"Active schedules whose next tick is more than their grace in the past: no worker fires them.")
 	events, err := m.Int64ObservableCounter(MetricQueueEvents, metric.WithUnit("{task}"),
 		metric.WithDescription("Task transitions since the queue was created, counted in Redis over every process, by srq.event."))
 	errs = append(errs, err)
@@ -206,6 +209,11 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 			o.ObserveInt64(pHeld, st.HeldPartitions, attrs)
 			o.ObserveInt64(waiting, st.Waiting, attrs)
 			o.ObserveInt64(flowsRunning, st.RunningFlows, attrs)
+			if n, err := in.OverdueSchedules(ctx, name); err != nil {
+				errs = append(errs, fmt.Errorf("srq web: metrics of queue %q: %w", name, err))
+			} else {
+				o.ObserveInt64(overdue, int64(n), attrs)
+			}
 			for _, ev := range []struct {
 				name string
 				n    int64
@@ -215,7 +223,7 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 		}
 		return errors.Join(errs...)
 	}, pending, inFlight, dead, paused, consumers, pPending, pReady, pScheduled, pBlocked, pPaused, events,
-		pHeld, waiting, flowsRunning, flows)
+		pHeld, waiting, flowsRunning, flows, overdue)
 }
 
 // labelValue is a queue name as a label value, with each control character (C0, DEL, C1) written

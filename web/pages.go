@@ -13,7 +13,8 @@ import (
 )
 
 // statusOf maps an Inspector error to an HTTP status: 400 for invalid input, 404 for what does
-// not exist, 500 for the rest (Redis unreachable, a malformed reply).
+// not exist, 409 for a task no longer in a state the action needs (no longer pending, or ended),
+// 500 for the rest (Redis unreachable, a malformed reply).
 func statusOf(err error) int {
 	var br badRequest
 	switch {
@@ -21,6 +22,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, engine.ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, engine.ErrNotPending), errors.Is(err, engine.ErrFinished):
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }
@@ -234,6 +237,7 @@ func (h *handler) inflight(w http.ResponseWriter, r *http.Request) {
 		body.More, body.Tasks = true, ts[:limit]
 	}
 	p := h.newPage(w, r, "In flight · "+q, "inflight", q, body)
+	p.Tab, p.Flash = "inflight", h.flash(r)
 	h.render(w, r, "inflight", http.StatusOK, p)
 }
 
@@ -274,7 +278,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		Cursor:   dq.Cursor, Next: pg.Next, Limit: limit, MaxLimit: inspect.MaxLimit, Total: pg.Total,
 		Now: h.now(r, q), Letters: pg.Letters}
 	p := h.newPage(w, r, "Dead letters · "+q, "dead", q, body)
-	p.Flash = h.flash(r)
+	p.Tab, p.Flash = "dead", h.flash(r)
 	h.render(w, r, "dead", http.StatusOK, p)
 }
 

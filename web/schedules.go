@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/srqueue/srq/inspect"
@@ -17,6 +18,7 @@ type schedulesView struct {
 	Limit     int
 	Now       time.Time
 	Schedules []inspect.Schedule
+	Overdue   bool // a schedule of the page is overdue
 }
 
 // schedules lists a queue's schedules with their next and last ticks, a page at a time by name.
@@ -42,6 +44,7 @@ func (h *handler) schedules(w http.ResponseWriter, r *http.Request) {
 		body.Schedules = list[:limit]
 		body.Next = list[limit-1].Name
 	}
+	body.Overdue = slices.ContainsFunc(body.Schedules, func(s inspect.Schedule) bool { return s.Overdue })
 	p := h.newPage(w, r, "Schedules · "+q, "schedules", q, body)
 	p.Flash = h.flash(r)
 	h.render(w, r, "schedules", http.StatusOK, p)

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 )
 
 // TestSchedulesPage: the schedules page lists a queue's schedules, pages by name, and pauses,
@@ -79,5 +82,63 @@ func TestSchedulesPage(t *testing.T) {
 	}
 	if r := ro.post("trigger-schedule", url.Values{"q": {rq.Name()}, "schedule": {"s"}}); r.status != http.StatusForbidden {
 		t.Errorf("read-only trigger: %d, want 403", r.status)
+	}
+}
+
+// TestOverdueSchedulePage: a schedule whose next tick is more than its grace in the past (every
+// worker stopped) is flagged overdue on the schedules page, with a note that says what it means,
+// and counted by the srq_queue_schedules_overdue gauge; a schedule on time is not.
+func TestOverdueSchedulePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	q := b.queue("")
+	for _, s := range []string{"fine", "stopped"} {
+		if _, err := q.Schedule(b.ctx, s, event{}, &srq.ScheduleOpts{Every: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.backdateSchedule(q, "stopped", 14*time.Minute+31*time.Second)
+	page := b.mustGet("schedules?q=" + url.QueryEscape(q.Name()))
+	row := func(name string) string {
+		i := strings.Index(page, `<tr data-schedule="`+name+`">`)
+		if i < 0 {
+			t.Fatalf("no row for %s:\n%s", name, page)
+		}
+		j := strings.Index(page[i:], "</tr>")
+		return page[i : i+j]
+	}
+	if r := row("stopped"); !strings.Contains(r, `data-overdue="1"`) || !strings.Contains(r, "14m3") {
+		t.Errorf("the overdue schedule's row:\n%s", r)
+	}
+	if r := row("fine"); strings.Contains(r, "overdue") {
+		t.Errorf("the schedule on time is flagged:\n%s", r)
+	}
+	if !strings.Contains(page, `id="overdue-note"`) {
+		t.Errorf("no note explains overdue:\n%s", page)
+	}
+	_, samples := scrape(t, b.metrics())
+	if v := value(samples["srq_queue_schedules_overdue"], q.Name()); v != 1 {
+		t.Errorf("srq_queue_schedules_overdue = %v, want 1", v)
+	}
+}
+
+// backdateSchedule makes schedule name of q look as if every process that fires it stopped ago
+// before now, before its next tick: its record and the due index name that tick.
+func (b *bundle) backdateSchedule(q *srq.Queue[event], name string, ago time.Duration) {
+	b.t.Helper()
+	now, err := b.client.Time(b.ctx).Result()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	keys, err := engine.NewKeys(b.prefix, q.Name())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ms := now.Add(-ago).UnixMilli()
+	pipe := b.client.TxPipeline()
+	pipe.HSet(b.ctx, keys.Schedule(name), "n", ms)
+	pipe.ZAdd(b.ctx, keys.SchedulesDue(), redis.Z{Score: float64(ms), Member: name})
+	if _, err := pipe.Exec(b.ctx); err != nil {
+		b.t.Fatal(err)
 	}
 }

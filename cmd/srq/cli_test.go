@@ -195,6 +195,7 @@ func TestEscapesControlCharacters(t *testing.T) {
 	seedEvil(t, f)
 	for _, args := range [][]string{
 		{"queues"},
+		{"stats"},
 		{"--queue", evilQueue, "stats"},
 		{"--queue", evilQueue, "partitions", "--by", "paused"},
 		{"--queue", evilQueue, "inflight", "--limit", "1"},
@@ -208,6 +209,7 @@ func TestEscapesControlCharacters(t *testing.T) {
 		{"--queue", evilQueue, "watch", "--count", "1"},
 		{"--queue", evilQueue, "dead", "requeue", "nope\x1b[31m"},
 		{"--queue", evilQueue, "resume", "--partition", evilPartition},
+		{"--queue", evilQueue, "pause", "--partition", "!" + evilPartition},
 		{"--queue", evilQueue, "--yes", "cancel", evilID + "3"},
 		{"--queue", evilQueue, "events"},
 		{"--queue", evilQueue, "flow", evilID},
@@ -238,6 +240,7 @@ func TestJSONEscapesControlCharacters(t *testing.T) {
 	seedEvil(t, f)
 	for _, args := range [][]string{
 		{"--json", "queues"},
+		{"--json", "stats"},
 		{"--json", "--queue", evilQueue, "stats"},
 		{"--json", "--queue", evilQueue, "partitions", "--by", "paused"},
 		{"--json", "--queue", evilQueue, "inflight"},

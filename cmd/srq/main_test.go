@@ -376,7 +376,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", "", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"dead without subcommand", "", []string{"dead"}, 2, "list, requeue or purge"},
 		{"bad flag", "", []string{"stats", "--nope"}, 2, "flag provided but not defined"},
-		{"no queue", "", []string{"stats"}, 2, "--queue is required"},
+		{"no queue", "", []string{"partitions"}, 2, "--queue is required"},
 		{"unknown queue", "", []string{"--queue", "nosuch", "stats"}, 1, "srq queues"},
 		{"bad order", "", []string{"--queue", "q", "partitions", "--by", "size"}, 2, "want depth, age, paused or held"},
 		{"limit too big", "", []string{"--queue", "q", "partitions", "--limit", "100000"}, 2, "outside"},

@@ -48,6 +48,15 @@ type TaskJSON struct {
 	LeaseDeadline *time.Time        `json:"lease_deadline"` // when leased, else null
 	Headers       map[string]string `json:"headers"`
 	Payload       []byte            `json:"payload"` // base64
+	// Errors are the errors of its last failed deliveries, oldest first (engine.MaxAttemptErrors).
+	Errors []AttemptErrorJSON `json:"errors"`
+}
+
+// AttemptErrorJSON is the error of one failed delivery of a task.
+type AttemptErrorJSON struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
 }
 
 // WatchJSON is one line of `srq watch --json`: the stats and the rates since the previous line.
@@ -74,6 +83,10 @@ func taskJSON(t inspect.Task) TaskJSON {
 	}
 	if out.Payload == nil {
 		out.Payload = []byte{}
+	}
+	out.Errors = make([]AttemptErrorJSON, len(t.Errors))
+	for i, e := range t.Errors {
+		out.Errors[i] = AttemptErrorJSON{Attempt: e.Attempt, At: e.At, Error: e.Error}
 	}
 	if !t.LeaseEnds.IsZero() {
 		d := t.LeaseEnds
@@ -308,6 +321,9 @@ func printTask(w io.Writer, t TaskJSON) error {
 		{"priority", fmt.Sprint(t.Priority)}, {"attempts", attempts}, {"crashes", fmt.Sprint(t.Crashes)},
 		{"enqueued at", ts(t.EnqueuedAt)}, {"available at", ts(t.AvailableAt)},
 		{"consumer", cmpStr(t.Consumer, "-")}, {"lease deadline", lease}, {"last error", cmpStr(oneLine(t.LastError, 200), "-")},
+	}
+	for _, e := range t.Errors {
+		rows = append(rows, []string{fmt.Sprintf("error of attempt %d", e.Attempt), ts(e.At) + " " + oneLine(e.Error, 200)})
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
 		rows = append(rows, []string{"header " + k, t.Headers[k]})

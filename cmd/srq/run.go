@@ -38,7 +38,7 @@ const usageText = `usage: srq [global flags] <command> [flags] [args]
 
 Commands:
   queues                       list the registered queues
-  stats                        sizes, counters, consumers of --queue
+  stats                        sizes, counters, consumers of --queue; without --queue, one line per queue
   partitions                   top partitions: --by depth|age|paused|held, --limit N
   inflight                     leased tasks, earliest deadline first: --offset N, --limit N
   dead list                    dead letters, newest first: --partition P, --base, --error S, --limit N, --cursor C,
@@ -480,6 +480,9 @@ func (c *cli) stats(args []string) error {
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
 		return cmpErr(err, usagef("stats takes no arguments"))
 	}
+	if c.opts.queue == "" {
+		return c.statsSummary()
+	}
 	if err := c.needQueue(); err != nil {
 		return err
 	}
@@ -718,6 +721,9 @@ func (c *cli) setPaused(verb string, args []string) error {
 	}
 	if err != nil {
 		return c.explain(err)
+	}
+	if *p != "" {
+		c.warnSibling(partition.Key(*p), verb)
 	}
 	if c.opts.json {
 		return c.emitJSON(ActionJSON{Action: verb, Count: 1})

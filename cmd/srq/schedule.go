@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/srqueue/srq/inspect"
@@ -160,20 +161,30 @@ func printSchedules(w io.Writer, list []inspect.Schedule) error {
 	}
 	rows := [][]string{{"SCHEDULE", "WHEN", "KIND", "PARTITION", "STATE", "NEXT", "LAST TICK", "FIRED", "MISSED"}}
 	for _, s := range list {
-		state := "active"
-		if s.Paused {
-			state = "paused"
-		}
+		state := scheduleState(s)
 		rows = append(rows, []string{s.Name, when(s), s.Kind, partName(string(s.Partition)), state, ts(s.Next),
 			ts(s.LastTick), fmt.Sprint(s.Fired), fmt.Sprint(s.Missed)})
 	}
-	return table(w, rows)
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	return overdueNote(w, slices.ContainsFunc(list, func(s inspect.Schedule) bool { return s.Overdue }))
+}
+
+// overdueNote explains the state overdue under a table that shows one.
+func overdueNote(w io.Writer, shown bool) error {
+	if !shown {
+		return nil
+	}
+	_, err := fmt.Fprintln(w, "overdue: active, but its next tick is more than its grace in the past: no worker fired it "+
+		"(every worker of the queue stopped, or cannot reach Redis); the tick will count as missed")
+	return err
 }
 
 func printSchedule(w io.Writer, s inspect.Schedule) error {
 	rows := [][]string{
 		{"schedule", s.Name}, {"when", when(s)}, {"kind", s.Kind}, {"partition", partName(string(s.Partition))},
-		{"shard", fmt.Sprint(s.Shard)}, {"paused", yesNo(s.Paused)}, {"next", ts(s.Next)}, {"last tick", ts(s.LastTick)},
+		{"shard", fmt.Sprint(s.Shard)}, {"paused", yesNo(s.Paused)}, {"state", scheduleState(s)}, {"next", ts(s.Next)}, {"last tick", ts(s.LastTick)},
 		{"last fired", ts(s.LastFired)}, {"fired", fmt.Sprint(s.Fired)}, {"missed", fmt.Sprint(s.Missed)},
 		{"catch up", fmt.Sprint(s.CatchUp)}, {"grace", s.Grace.String()}, {"jitter", s.Jitter.String()},
 		{"created", ts(s.Created)}, {"updated", ts(s.Updated)},
@@ -181,5 +192,20 @@ func printSchedule(w io.Writer, s inspect.Schedule) error {
 	if len(s.Steps) > 0 {
 		rows = append(rows, []string{"steps", strings.Join(s.Steps, ", ")})
 	}
-	return table(w, rows)
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	return overdueNote(w, s.Overdue)
+}
+
+// scheduleState is "paused", "overdue" (active, and its next tick more than its grace in the
+// past: no worker fires it) or "active".
+func scheduleState(s inspect.Schedule) string {
+	switch {
+	case s.Paused:
+		return "paused"
+	case s.Overdue:
+		return "overdue"
+	}
+	return "active"
 }

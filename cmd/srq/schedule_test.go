@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 )
@@ -62,5 +64,47 @@ func TestScheduleCommands(t *testing.T) {
 	}
 	if code, _, _ := f.run("", "--queue", "q", "schedule", "show"); code != 2 {
 		t.Errorf("show without a name: exit %d, want 2", code)
+	}
+}
+
+// TestScheduleOverdue: a schedule whose next tick is more than its grace in the past shows the
+// state overdue in schedule list and show, with a note that says what it means, and "overdue":
+// true in the JSON; a schedule on time shows active.
+func TestScheduleOverdue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, name := range []string{"stopped", "fine"} {
+		def := &engine.ScheduleDef{Name: name, ScheduleTiming: engine.ScheduleTiming{Every: time.Hour}, Task: &engine.Message{}}
+		if _, err := f.eng.PutSchedule(f.ctx, def); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now, err := f.client.Time(f.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if every worker stopped 14m31s before now: the record and the due index still say the tick.
+	ms := now.Add(-14*time.Minute - 31*time.Second).UnixMilli()
+	if err := f.client.HSet(f.ctx, f.eng.Keys().Schedule("stopped"), "n", ms).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.ZAdd(f.ctx, f.eng.Keys().SchedulesDue(), redis.Z{Score: float64(ms), Member: "stopped"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := f.ok("", "--queue", "q", "schedule", "list")
+	lines := strings.Split(out, "\n")
+	if len(lines) < 4 || !strings.Contains(lines[1], "active") || !strings.HasPrefix(lines[1], "fine") ||
+		!strings.Contains(lines[2], "overdue") || !strings.HasPrefix(lines[2], "stopped") ||
+		!strings.HasPrefix(lines[3], "overdue: active, but its next tick is more than its grace in the past") {
+		t.Errorf("schedule list:\n%s", out)
+	}
+	if out := f.ok("", "--queue", "q", "schedule", "show", "stopped"); !strings.Contains(out, "state       overdue") ||
+		!strings.Contains(out, "no worker fired it") {
+		t.Errorf("schedule show:\n%s", out)
+	}
+	var list []inspect.Schedule
+	if err := json.Unmarshal([]byte(f.ok("", "--queue", "q", "--json", "schedule", "list")), &list); err != nil ||
+		len(list) != 2 || list[0].Overdue || !list[1].Overdue {
+		t.Errorf("schedule list --json: %+v %v", list, err)
 	}
 }

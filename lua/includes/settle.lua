@@ -20,6 +20,30 @@ local function unlease(id, kt, p)
   redis.call('HDEL', K_LEASES, id)
 end
 
+-- ERRORS_KEPT is how many failed deliveries' errors a task's record keeps in its field E
+-- (engine.MaxAttemptErrors).
+local ERRORS_KEPT = 10
+
+-- note_error appends the error of a failed delivery, its attempt number and the time now to the
+-- history of task kt (field E), keeping the last ERRORS_KEPT, oldest first. An entry is
+-- "<attempt> <ms> <bytes> " and that many bytes of reason, so any reason, newlines included,
+-- parses back (engine/task.go). An empty reason (a plain snooze, a kill without one) notes
+-- nothing. Cost: one HGET and one HSET; the field holds at most ERRORS_KEPT reasons, each cut to
+-- engine.MaxReasonLen bytes as the last error x is, and is deleted with the record.
+local function note_error(kt, reason, attempt, now)
+  if reason == '' then return end
+  local s = (redis.call('HGET', kt, 'E') or '') .. string.format('%d %d %d ', attempt, now, #reason) .. reason
+  local starts, i = {}, 1
+  while i <= #s do
+    local _, e, len = string.find(s, '^%d+ %d+ (%d+) ', i)
+    if not e then break end
+    starts[#starts + 1] = i
+    i = e + 1 + tonumber(len)
+  end
+  if #starts > ERRORS_KEPT then s = string.sub(s, starts[#starts - ERRORS_KEPT + 1]) end
+  redis.call('HSET', kt, 'E', s)
+end
+
 -- cancel_leased ends unleased task id (record kt), asked to be cancelled while leased (cancel.lua),
 -- as cancelled: a cancel acknowledged to its caller is not undone by a retry, a hand-back or a
 -- failure, and the task holds no partition.

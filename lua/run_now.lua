@@ -1,0 +1,51 @@
+-- run_now.lua: makes pending tasks available now, as an operator's "run now": a delayed task
+-- (published with a delay or an At, or sent back with a delay) gets available-at = now, which
+-- puts it after the tasks of its priority already available (and before those still delayed),
+-- and its partition is placed, so a fetch can take it at once. In an ordered partition blocked
+-- by a delayed reject (m:<p> field b, set when its head was sent back with a delay), the block is
+-- lifted: the partition goes on from its head. A task available already changes nothing but
+-- that block. A paused or held partition stays paused or held.
+--
+-- KEYS: the common keys (includes/common.lua).
+-- ARGV[1]  key base
+-- ARGV[2…] task ids
+-- Returns: one code per id: OK, NOTFOUND (no record) or CONFLICT (not pending: leased, a dead
+--          letter, or a flow step waiting for its parents).
+
+-- @include common
+
+local now = now_ms()
+local now_s = int(now)
+local res, parts, seen = {}, {}, {}
+
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local kt = k_task(id)
+  local f = redis.call('HMGET', kt, 'p', 'r', 's')
+  if not f[1] then
+    res[#res + 1] = NOTFOUND
+  else
+    local p, member = f[1], (f[3] or '') .. id
+    local kp = k_pending(p, f[2] or '0')
+    local score = redis.call('ZSCORE', kp, member)
+    if not score then
+      res[#res + 1] = CONFLICT
+    else
+      if score + 0 > now then
+        redis.call('ZADD', kp, now_s, member)
+        redis.call('HSET', kt, 't', now_s)
+        head_lower(p, now, now_s)
+      end
+      if is_ordered(p) then
+        local _, _, blocked = meta(p)
+        if blocked and blocked > now then meta_del(p, 'b') end
+      end
+      if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
+      res[#res + 1] = OK
+    end
+  end
+end
+
+for i = 1, #parts do place(parts[i], now) end
+finish()
+return res
