@@ -37,6 +37,10 @@ type Delivery struct {
 	maxResult int            // the most bytes a result may have
 	result    []byte         // the encoded result, acked with the task
 	eng       *engine.Engine // the task's shard: a flow step reads its parents there
+
+	state    []byte           // the state SetState gave it, kept by a wait (workflow.go)
+	stateSet bool             // whether SetState was called
+	wf       *engine.Workflow // what the task kept from its last runs, read at the first need
 }
 
 // Task is one delivery with its payload decoded into a T: what a Handler[T] gets.

@@ -186,6 +186,14 @@ func source[T any](q *Queue[T], h Handler[T], cfg WorkerConfig, logged *atomic.B
 		d := &Delivery{Delivery: *ed, Queue: name, codec: codec, maxResult: eng.Config().MaxResultBytes, eng: eng}
 		defer recoverPanic(&err)
 		err = work(ctx, d)
+		var wait *WaitError
+		if errors.As(err, &wait) && d.stateSet {
+			// The state the handler set rides with its wait; a copy, as the caller's error may be
+			// shared.
+			w := *wait
+			w.state = d.state
+			err = &w
+		}
 		return d.result, err
 	}
 	return pool.Source{Name: name, Engines: q.shards.engines, Handle: handle, Logger: log}, nil
@@ -209,6 +217,7 @@ func classify(err error) pool.Verdict {
 		v    pool.Verdict
 		rej  *RejectError
 		perm *PermanentError
+		wait *WaitError
 		pan  *PanicError
 	)
 	if errors.As(err, &pan) {
@@ -222,6 +231,9 @@ func classify(err error) pool.Verdict {
 		if perm.Err != nil {
 			v.Reason = perm.Err.Error()
 		}
+	case errors.As(err, &wait):
+		v.Kind, v.Delay = pool.Wait, wait.timeout
+		v.Wait = &engine.Wait{Kind: wait.kind, Signal: wait.signal, State: wait.state}
 	case errors.As(err, &rej):
 		// The reason kept is the handler's own error; a plain snooze is no failure, so the
 		// last error stays as it was.

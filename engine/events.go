@@ -30,6 +30,10 @@ const (
 	EventFlowCompleted EventKind = "flow_completed" // every step of the flow succeeded
 	EventFlowFailed    EventKind = "flow_failed"    // a step of the flow failed or was cancelled (Step)
 	EventFlowRunning   EventKind = "flow_running"   // a failed flow runs again: its failed step was requeued (Step)
+	EventWaiting       EventKind = "waiting"        // a task parked until its children end or a signal comes (Detail: "c", or "s" and the signal's name)
+	EventResumed       EventKind = "resumed"        // a parked task is pending again (Partition set)
+	EventSignal        EventKind = "signal"         // a signal was sent to a task: it resumed, or keeps it (Detail: the signal's name)
+	EventProgress      EventKind = "progress"       // a running task reported its progress (Detail: the value, encoded by its queue's codec)
 )
 
 // Event is one entry of a queue's event stream (Config.Events).
@@ -45,6 +49,9 @@ type Event struct {
 	Error     string
 	Delay     time.Duration
 	Step      string
+	// Detail is what the kind carries besides: EventWaiting's wait, EventSignal's name,
+	// EventProgress's value.
+	Detail string
 }
 
 // eventsStream is the key of the queue's event stream.
@@ -126,6 +133,7 @@ func parseEvent(m redis.XMessage) Event {
 	}
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	ev.Kind, ev.ID, ev.Partition, ev.Error, ev.Step = EventKind(str("k")), str("id"), str("p"), str("e"), str("s")
+	ev.Detail = str("v")
 	if d, err := strconv.ParseInt(str("d"), 10, 64); err == nil {
 		ev.Delay = time.Duration(d) * time.Millisecond
 	}

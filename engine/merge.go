@@ -396,6 +396,9 @@ func (e *Engine) sendPublishes(ops []*op) {
 				o.err = priorityError(i, partition.Key(p), optsPriority(opts))
 			case codeRefused:
 				o.err = cmp.Or(o.err, error(ErrTooManyPriorities))
+			case codeNotFound: // a spawned child whose parent, in this slot, is gone
+				id, _ := o.msgs[i*publishArgs].(string)
+				o.err = cmp.Or(o.err, fmt.Errorf("%w: the parent of task %s (it ended); the task was not published", ErrNotFound, id))
 			}
 		}
 		if o.err != nil {

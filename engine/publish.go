@@ -41,6 +41,11 @@ type Message struct {
 	// tasks wait until the dead letter is requeued (it goes back to its place, the head) or
 	// deleted, or the partition is resumed. Unordered partitions ignore it.
 	HoldOnDead bool
+
+	// parent and policy, set by Spawn: the ref (key base and id) of the task that spawned this
+	// one, and the policy of the edge between them.
+	parent string
+	policy EdgePolicy
 }
 
 // MinWaitKeep is the shortest time the outcome of a task published with Message.Wait is kept,
@@ -91,6 +96,9 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		args, n = messageArgs(args, id, m)
 		bytes += n
 	}
+	if err := e.registerChildren(ctx, msgs); err != nil {
+		return nil, err
+	}
 	o := &op{msgs: args, bytes: bytes}
 	if err := e.pubs.do(ctx, o); err != nil {
 		return nil, err
@@ -117,14 +125,15 @@ func messageArgs(args []any, id string, m *Message) ([]any, int) {
 
 // messageOpts packs the options of m that the usual message leaves at their zero values into one
 // argument of publish.lua: "" when all are, else "priority,delay ms,at ms,max attempts,outcome
-// spec,hold" (the at 0 for none, the outcome spec as outcomeSpec, the hold "1" or "").
+// spec,hold,policy,parent" (the at 0 for none, the outcome spec as outcomeSpec, the hold "1" or
+// "", the policy and the parent's ref "" but for a spawned child).
 func messageOpts(m *Message) string {
 	var at int64
 	if !m.At.IsZero() {
 		at = max(m.At.UnixMilli(), 1)
 	}
 	outcome := outcomeSpec(m.KeepOutcome, m.Wait)
-	if m.Priority == 0 && m.Delay == 0 && at == 0 && m.MaxAttempts == 0 && outcome == "" && !m.HoldOnDead {
+	if m.Priority == 0 && m.Delay == 0 && at == 0 && m.MaxAttempts == 0 && outcome == "" && !m.HoldOnDead && m.parent == "" {
 		return ""
 	}
 	b := make([]byte, 0, 48)
@@ -139,6 +148,12 @@ func messageOpts(m *Message) string {
 	b = append(b, outcome...)
 	b = append(b, ',')
 	b = append(b, flag(m.HoldOnDead)...)
+	b = append(b, ',')
+	if m.parent != "" {
+		b = append(b, byte(m.policy))
+	}
+	b = append(b, ',')
+	b = append(b, m.parent...)
 	return string(b)
 }
 

@@ -64,6 +64,9 @@ var (
 	scriptFlowApply = mustScript("flow_apply")
 	scriptCancel    = mustScript("cancel")
 	scriptProbe     = mustScript("probe")
+	scriptSpawn     = mustScript("spawn")
+	scriptSignal    = mustScript("signal")
+	scriptProgress  = mustScript("progress")
 )
 
 // LoadScripts loads every script into Redis with SCRIPT LOAD (on every master of a cluster) and,

@@ -82,6 +82,9 @@ type Rejection struct {
 	// that it takes back, instead of Stats.TakenBack), and its event is EventHandedBack, not
 	// EventRetried.
 	HandBack bool
+	// Wait, when set, makes the rejection a wait (no attempt counted, no reason kept): a sleep of
+	// Delay, a wait for a signal (for at most Delay when it is not 0) or for the task's children.
+	Wait *Wait
 }
 
 // RejectResult tells what Reject did with one delivery.
@@ -110,11 +113,20 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 		return nil, invalidf("a reject of %d tasks is over the limit of %d (MaxBatch)", len(rs), MaxBatch)
 	}
 	count, age := e.deadCaps()
-	args := make([]any, 0, 2+5*len(rs))
+	args := make([]any, 0, 2+7*len(rs))
 	args = append(args, count, age)
 	for i, r := range rs {
 		if r.Delay < 0 || r.Delay > MaxDelay {
 			return nil, invalidf("rejection %d: delay %v is outside [0, %v]", i, r.Delay, MaxDelay)
+		}
+		if r.Wait != nil {
+			if err := r.Wait.valid(); err != nil {
+				return nil, fmt.Errorf("%w: rejection %d: %w", ErrInvalid, i, err)
+			}
+			if n := len(r.Wait.State); n > e.cfg.MaxResultBytes {
+				return nil, fmt.Errorf("%w: task %s: the state is %d bytes, the limit is %d (MaxResultBytes)",
+					ErrResultTooLarge, r.ID, n, e.cfg.MaxResultBytes)
+			}
 		}
 		counts := 1 // lua/reject.lua: 1 an attempt, 0 none, 2 a hand-back
 		switch {
@@ -124,6 +136,7 @@ func (e *Engine) Reject(ctx context.Context, rs []Rejection) ([]RejectResult, er
 			counts = 0
 		}
 		args = append(args, r.ID, r.Token.String(), r.Delay.Milliseconds(), clip(r.Reason), counts)
+		args = waitArgs(args, &rs[i])
 	}
 	res, err := e.run(ctx, scriptReject, args...)
 	if err != nil {

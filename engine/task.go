@@ -21,7 +21,7 @@ const (
 	StateDead    State = "dead"
 )
 
-var stateCodes = map[string]State{"p": StatePending, "i": StateLeased, "d": StateDead}
+var stateCodes = map[string]State{"p": StatePending, "i": StateLeased, "d": StateDead, "w": StateWaiting, "c": StateCancelled}
 
 // TaskInfo is one task's record, as Task reads it.
 type TaskInfo struct {

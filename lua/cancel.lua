@@ -20,7 +20,6 @@
 
 local now = now_ms()
 local mode, reason = ARGV[2], ARGV[3]
-local LEASE_CANCEL = {t = 'c', u = 'd', T = 'C', U = 'D'} -- a lease's mark, asked to cancel
 local res, parts, seen = {}, {}, {}
 local cancelled = 0
 
@@ -30,39 +29,9 @@ end
 
 if mode == 'id' then
   for i = 4, #ARGV do
-    local id = ARGV[i]
-    local kt = k_task(id)
-    local f = redis.call('HMGET', kt, 'S', 'p', 'r', 's')
-    if not f[2] then
-      if redis.call('EXISTS', k_outcome(id)) == 1 then res[#res + 1] = FINISHED else res[#res + 1] = NOTFOUND end
-    elseif f[1] == 'd' then
-      res[#res + 1] = FINISHED
-    elseif f[1] == 'w' or f[1] == 'c' then
-      flow_cancel(id, kt, reason, now)
-      res[#res + 1] = OK
-    else
-      local v = redis.call('HGET', K_LEASES, id)
-      if v then
-        if not lease_cancelled(v) then
-          local mark = string.sub(v, 21, 21)
-          redis.call('HSET', K_LEASES, id, string.sub(v, 1, 20) .. LEASE_CANCEL[mark] .. string.sub(v, 22))
-        end
-        res[#res + 1] = CANCELLED
-      else
-        local p, level = f[2], f[3] or '0'
-        local kp = k_pending(p, level)
-        redis.call('ZREM', kp, f[4] .. id)
-        if redis.call('EXISTS', kp) == 0 then level_gone(p, level) end
-        depth_add(p, -1)
-        head_is(p, false)
-        stat('pending', -1)
-        task_end(id, kt, 'cancelled', nil, reason, 0, now)
-        redis.call('DEL', kt)
-        cancelled = cancelled + 1
-        touched(p)
-        res[#res + 1] = OK
-      end
-    end
+    local code, p = task_cancel(ARGV[i], reason, now)
+    if p then touched(p) end
+    res[#res + 1] = code
   end
 else
   for i = 4, #ARGV, 2 do

@@ -15,17 +15,26 @@
 --          outcome kept, no hold), else "priority,delay ms,at ms (0: use delay),max attempts (0:
 --          unlimited),outcome,hold": outcome is how its end is recorded ('' for not: else the
 --          retention ms of its outcome, followed by 'w' when a caller may wait for it;
---          includes/outcome.lua), hold '1' when its death holds its ordered partition ('' if not)
--- Returns: one code per task: OK (added) or DUPLICATE; for a refused batch, LEVELS for the task
---          that would pass the cap and REFUSED for its other tasks.
+--          includes/outcome.lua), hold '1' when its death holds its ordered partition ('' if not),
+--          and, for a child a running task spawns (includes/flow.lua), the policy of its edge ('f',
+--          'c' or 'i'; '' for none) and its parent's ref (its key base and id; '' for none): a
+--          child is a duplicate also when its outcome is kept (it ended), and is refused
+--          (NOTFOUND) when its parent lives here and is gone; a parent living here registers it
+--          in the same call (spawn_one), one elsewhere has done so first (spawn.lua)
+-- Returns: one code per task: OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
+--          for a refused batch, LEVELS for the task that would pass the cap and REFUSED for its
+--          other tasks.
 --
 -- Helpers that only a publish with priorities, a delay to an empty partition, controls or a dedup
 -- window calls are made at their first use (lua/cold.go): a single publish runs 4 % fewer
 -- instructions without them.
 -- @cold k_meta k_levels seq_split to_skiplist meta_del is_held levels_of level_add earliest
 -- @cold schedule place prune_dedup emit
+-- @cold ref_split k_children k_kids k_outcome workflow_mark spawn_one
 
 -- @include common
+-- @include outcome
+-- @include flow
 
 local now = now_ms()
 local now_s = int(now)
@@ -38,9 +47,35 @@ seq_reserve((#ARGV - first_task + 1) / TASK)
 -- task_opts unpacks a task's options (ARGV, above): priority level (a string), delay ms, at ms,
 -- max attempts (a string), outcome spec, hold.
 local function task_opts(o)
-  if o == '' then return '0', 0, 0, '0', '', '' end
-  local level, delay, at, max, outcome, hold = string.match(o, '^(-?%d+),(%d+),(%d+),(%d+),([^,]*),(1?)$')
-  return level, delay + 0, at + 0, max, outcome, hold
+  if o == '' then return '0', 0, 0, '0', '', '', '', '' end
+  local level, delay, at, max, outcome, hold, pol, ref =
+    string.match(o, '^(-?%d+),(%d+),(%d+),(%d+),([^,]*),(1?),([fci]?),(.*)$')
+  return level, delay + 0, at + 0, max, outcome, hold, pol, ref
+end
+
+-- child_refused says why child id (record kt) of the task ref names may not be written: DUPLICATE
+-- when it ended already (its outcome is kept), NOTFOUND when its parent lives here and is gone;
+-- else it registers the child with a parent that lives here, and returns nil.
+local function child_refused(id, pol, ref)
+  if redis.call('EXISTS', k_outcome(id)) == 1 then return DUPLICATE end
+  local pbase, pid = ref_split(ref)
+  if pbase ~= BASE then return nil end
+  local pkt = k_task(pid)
+  if redis.call('EXISTS', pkt) == 0 then return NOTFOUND end
+  spawn_one(pid, pkt, string.sub(id, #pid + 2), pol, BASE)
+  return nil
+end
+
+-- spawned makes task id (record kt) the child of the task ref names: K, F and H on its record, and
+-- its parent in its fc: list, which its end signals (task_end).
+local function spawned(id, kt, ref)
+  local pbase, pid = ref_split(ref)
+  if pbase ~= BASE then
+    redis.call('HSET', kt, 'K', '1', 'F', pid, 'H', pbase)
+  else
+    redis.call('HSET', kt, 'K', '1', 'F', pid)
+  end
+  redis.call('RPUSH', k_children(id), ref)
 end
 
 -- task_level is the priority level of a task whose options are o.
@@ -119,10 +154,18 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
     stat('duplicates', 1)
     return {DUPLICATE}
   end
-  local level, delay, at, max, outcome, hold = task_opts(ARGV[i + 4])
+  local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
+  if ref ~= '' then
+    local no = child_refused(id, pol, ref)
+    if no then
+      if no == DUPLICATE then stat('duplicates', 1) end
+      return {no}
+    end
+  end
   local t, t_s = available_at(delay, at)
   local s = next_seq()
   task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
+  if ref ~= '' then spawned(id, kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
   -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
@@ -205,16 +248,18 @@ local pend_adds, pend_keys = {}, {}
 for i = first_task, #ARGV, TASK do
   local id, p = ARGV[i], ARGV[i + 1]
   local kt = k_task(id)
-  if refused[i] then
-    res[#res + 1] = refused[i]
-  elseif exists(id, kt) then
-    res[#res + 1] = DUPLICATE
-    dups = dups + 1
+  local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
+  local no = refused[i]
+  if not no and exists(id, kt) then no = DUPLICATE end
+  if not no and ref ~= '' then no = child_refused(id, pol, ref) end
+  if no then
+    res[#res + 1] = no
+    if no == DUPLICATE then dups = dups + 1 end
   else
-    local level, delay, at, max, outcome, hold = task_opts(ARGV[i + 4])
     local t, t_s = available_at(delay, at)
     local s = next_seq()
     task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
+    if ref ~= '' then spawned(id, kt, ref) end
     local e = byp[p]
     if not e then
       e = {0, t, t_s, 0, false}

@@ -13,8 +13,15 @@
 -- ARGV[1]  key base
 -- ARGV[2]  dead-letter cap by count (0: none)
 -- ARGV[3]  dead-letter cap by age ms (0: none)
--- ARGV[4…] 5 per task: id, fencing token, delay ms, reason, counts (1: this delivery counts as an
---          attempt; 0: it does not, as for a rate limit; 2: a hand-back, no attempt)
+-- ARGV[4…] 7 per task: id, fencing token, delay ms, reason, counts (1: this delivery counts as an
+--          attempt; 0: it does not, as for a rate limit; 2: a hand-back, no attempt), wait (''
+--          for a reject: else what the task waits for, without counting an attempt: 't' a sleep of
+--          delay ms, 's<name>' the signal name, at most delay ms when delay is not 0, 'c' its
+--          children) and its state ('': left as it is; else kept in Z for its next run)
+-- A task that waits keeps its place as a reject keeps it, and takes back the later tasks of an
+-- ordered run the same way. A signal kept for it (sg:<id>) ends its wait at once, as do children
+-- that all ended already (or one that failed through a fail edge); a wait for a signal without a
+-- time, or for children, parks it (includes/flow.lua), else it is pending at the time its wait ends.
 -- Returns: one code per task: OK (pending again, also when an earlier item of this call took it
 --          back; or cancelled, when it was asked to be), DEAD (dead-lettered), STALE or NOTFOUND; then RELAY (-1) when the call wrote to
 --          the flow outbox.
@@ -96,13 +103,53 @@ local function taken(counts, n)
   if counts == '2' then handed = handed + n else stat('taken_back', n) end
 end
 
-for i = 4, #ARGV, 5 do
+-- wait_for sets task id (record kt, partition p, unleased) waiting for what (see ARGV), with its
+-- state, for at most delay ms (0: no limit).
+local function wait_for(id, kt, p, what, state, delay, now)
+  if state ~= '' then redis.call('HSET', kt, 'Z', state) end
+  redis.call('HDEL', kt, 'G')
+  local kind = string.sub(what, 1, 1)
+  if kind == 's' then
+    local name = string.sub(what, 2)
+    local v = redis.call('HGET', k_signals(id), name)
+    if v then
+      -- Sent before the wait: it ends the wait at once, and is taken.
+      redis.call('HDEL', k_signals(id), name)
+      redis.call('HSET', kt, 'W', what, 'G', name .. '\0' .. v)
+      back(id, kt, p, now, 0)
+      return
+    end
+    workflow_mark(id, kt)
+  elseif kind == 'c' then
+    local f = redis.call('HMGET', kt, 'R', 'B')
+    if (tonumber(f[1]) or 0) <= 0 or (tonumber(f[2]) or 0) > 0 then
+      redis.call('HSET', kt, 'W', what)
+      back(id, kt, p, now, 0)
+      return
+    end
+  end
+  if kind == 't' or delay > 0 then
+    redis.call('HSET', kt, 'W', what)
+    back(id, kt, p, now, delay)
+  else
+    park(id, kt, p, what)
+  end
+end
+
+for i = 4, #ARGV, 7 do
   local id, token, delay, reason, counts = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
+  local wait = ARGV[i + 5]
   local kt = k_task(id)
   local f = redis.call('HMGET', kt, 'p', 'a', 'm')
   local lease = redis.call('HGET', K_LEASES, id)
   if not f[1] then
     res[#res + 1] = NOTFOUND
+  elseif took[id] == token and wait ~= '' then
+    -- Taken back by an earlier item of this call, as the wait would have: it runs again, with
+    -- the state it set.
+    took[id] = nil
+    if ARGV[i + 6] ~= '' then redis.call('HSET', kt, 'Z', ARGV[i + 6]) end
+    res[#res + 1] = OK
   elseif took[id] == token then
     -- Taken back by an earlier item of this call: it is pending already, in its position. Apply
     -- this item's reason, attempt and delay, once.
@@ -147,6 +194,9 @@ for i = 4, #ARGV, 5 do
       gone[id] = true
     end
     unlease(id, kt, p)
+    if wait ~= '' then
+      counts, reason = '0', '' -- a wait is no failure
+    end
     if counts == '1' then
       attempts = attempts + 1
       redis.call('HSET', kt, 'a', attempts)
@@ -157,6 +207,10 @@ for i = 4, #ARGV, 5 do
       cancel_leased(id, kt, now)
       res[#res + 1] = OK
       if is_ordered(p) then taken(counts, take_back_later(id, p, now, counts == '2')) end
+    elseif wait ~= '' then
+      wait_for(id, kt, p, wait, ARGV[i + 6], delay, now)
+      res[#res + 1] = OK
+      if is_ordered(p) then taken('0', take_back_later(id, p, now, false)) end
     elseif max > 0 and attempts >= max then
       bury(id, kt, reason, now, maxcount, maxage)
       res[#res + 1] = DEAD

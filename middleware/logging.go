@@ -10,7 +10,7 @@ import (
 )
 
 // Logging logs one line per delivery with log/slog, by what becomes of the task: at Debug when it
-// succeeded; at Info when it goes back to run again (rejected, snoozed, retried, or handed back at
+// succeeded or waits (srq.WaitChildren, WaitSignal, Sleep); at Info when it goes back to run again (rejected, snoozed, retried, or handed back at
 // shutdown or after a lost lease); at Warn when it goes to the dead letters, for a permanent error
 // or because the delivery was its last attempt. The line carries the queue, task id, partition,
 // attempt, duration, error and, for a rejection that runs again, the delay (retry_in). A nil
@@ -39,6 +39,8 @@ func Logging(logger *slog.Logger) srq.Middleware {
 				}
 			case "handed_back":
 				msg = "task handed back"
+			case "wait":
+				level, msg = slog.LevelDebug, "task waiting"
 			default: // retry or snooze
 				if errors.As(err, &rej) {
 					msg = "task handed back"

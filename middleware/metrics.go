@@ -23,7 +23,7 @@ const (
 	// MetricConsumed counts deliveries handed to a handler, once each, when the handler starts.
 	MetricConsumed = "messaging.client.consumed.messages"
 	// MetricProcessDuration is a histogram, in seconds, of the time in the handler (and the
-	// middleware inside Metrics) per delivery, with srq.outcome (done, retry, snooze, dead,
+	// middleware inside Metrics) per delivery, with srq.outcome (done, retry, snooze, wait, dead,
 	// handed_back) and, for a failed delivery (retry or dead), error.type.
 	MetricProcessDuration = "messaging.process.duration"
 	// MetricLag is a histogram, in seconds, of handler start minus the time the task became

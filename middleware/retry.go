@@ -59,7 +59,8 @@ func Retry(cfg RetryConfig) srq.Middleware {
 			err := next(ctx, d)
 			var rej *srq.RejectError
 			var perm *srq.PermanentError
-			if err == nil || errors.As(err, &rej) || errors.As(err, &perm) {
+			var wait *srq.WaitError
+			if err == nil || errors.As(err, &rej) || errors.As(err, &perm) || errors.As(err, &wait) {
 				return err
 			}
 			// Cut off by the worker (shutdown, or the lease lost): the task did not fail, and the

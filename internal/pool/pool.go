@@ -67,6 +67,9 @@ const (
 	Permanent
 	// Reject: the task goes back after Verdict.Delay (an ordered partition keeps its order).
 	Reject
+	// Wait: the task waits, as Verdict.Wait says, for at most Verdict.Delay when it is not 0;
+	// no attempt is used.
+	Wait
 )
 
 // Verdict is Config.Classify's reading of a handler's error.
@@ -78,6 +81,8 @@ type Verdict struct {
 	NotAttempt bool
 	// Reason is the error kept with the task; for a Reject, "" keeps the task's last error as it was.
 	Reason string
+	// Wait is what a Wait waits for.
+	Wait *engine.Wait
 	// Panic, when not nil, is the value a handler panicked with (logged with Stack).
 	Panic any
 	// Stack is the panicking goroutine's stack.

@@ -302,6 +302,8 @@ func (p *runner) settle(j *job, err error) afterSettle {
 		return p.afterDeath(j)
 	case Reject:
 		r.Delay, r.NotAttempt, r.Reason = v.Delay, v.NotAttempt, v.Reason
+	case Wait:
+		r.Delay, r.NotAttempt, r.Reason, r.Wait = v.Delay, true, "", v.Wait
 	default:
 		r.Delay = p.cfg.RetryDelay(j.d.Attempt, err)
 	}

@@ -317,15 +317,15 @@ local function gates()
 end
 
 -- meta returns p's controls: paused flag, concurrency limit (unordered only) and blocked-until ms.
--- An ordered partition held by a dead letter (field h, its id: settle.lua's bury) counts as
--- paused. Most partitions have none: the ctl set names those that do, so a queue without controls
+-- An ordered partition held by a dead letter (field h, its id: settle.lua's bury) or by a parked
+-- task (field w, its id: flow.lua's park) counts as paused. Most partitions have none: the ctl set names those that do, so a queue without controls
 -- never looks up a meta hash, and one with a few looks up only theirs.
 local function meta(p)
   gates()
   if ctl_count == nil then ctl_count = redis.call('SCARD', K_CTL) end
   if ctl_count == 0 or redis.call('SISMEMBER', K_CTL, p) == 0 then return nil, nil, nil end
-  local m = redis.call('HMGET', k_meta(p), 'ps', 'lim', 'b', 'h')
-  return m[1] or m[4], tonumber(m[2]), tonumber(m[3])
+  local m = redis.call('HMGET', k_meta(p), 'ps', 'lim', 'b', 'h', 'w')
+  return m[1] or m[4] or m[5], tonumber(m[2]), tonumber(m[3])
 end
 
 -- meta_set and meta_del change one control of p, keeping the ctl set in step with the meta hashes.

@@ -24,6 +24,19 @@
 --   fg:<fid> LIST  the ids of the flow's first steps in this slot, held until the publish commits
 --   fo       ZSET  the outbox: messages for other slots (JSON), score = ms written
 --
+-- Dynamic workflows use the same signals the other way round: a running task (the parent) spawns
+-- children, tasks of any queue whose id is "<parent id>/<name>", whose record has K (a spawned
+-- child), F (its parent's id) and H (its parent's key base, when not its own), and whose fc:<id>
+-- names the parent; their signals carry d. The parent's record has D (it has workflow keys), R
+-- (children not ended) and B (children failed
+-- through a fail edge), kept whatever the parent is doing; the parent's fk:<id> (not fp:, which
+-- a flow step keeps for its parents) holds one entry per child, in fp:'s form. A parent that returns a wait is parked
+-- (S 'w', W what it waits for: 'c' its children, 's<name>' a signal) or, for a sleep or a wait with
+-- a timeout, pending at the time it ends (W 't' or 's<name>'); Z holds the state it set, G the
+-- signal that ended its last wait (name, NUL, value). A parked task of an ordered partition holds
+-- the partition (m:<p> w, its id) and comes back to its own place. sg:<id> keeps the signals sent
+-- before the task waited for them.
+--
 -- A step's end is a signal: 'o' succeeded, 'x' failed (dead-lettered: a requeue may bring it
 -- back), 'r' reopened (requeued, or no longer cancelled), 'c' cancelled (for now), 'X' failed for
 -- good (its dead letter was deleted), 'C' cancelled for good. Each carries a version, a sequence
@@ -45,6 +58,8 @@ local function k_flow(fid) return BASE .. 'f:' .. fid end
 local function k_flow_steps(fid) return BASE .. 'fs:' .. fid end
 local function k_flow_def(fid) return BASE .. 'fd:' .. fid end
 local function k_flow_gates(fid) return BASE .. 'fg:' .. fid end
+local function k_signals(id) return BASE .. 'sg:' .. id end
+local function k_kids(id) return BASE .. 'fk:' .. id end
 
 -- FLOW_BUDGET is the most messages one call sends (applies itself, to this slot's steps, or writes
 -- to the outbox) before it leaves the rest of its fan-outs to later calls; FANOUT_CHUNK the most
@@ -88,32 +103,55 @@ end
 
 -- flow_fanout tells the children of step id, from the from-th (0-based) on, that it is in state s
 -- (version v, error e), a chunk at a time. After a final state the list is no longer needed.
-local function flow_fanout(id, name, s, v, e, from)
+local function flow_fanout(id, name, s, v, e, from, d)
   if flow_spent >= FLOW_BUDGET then
     -- The call's budget is spent: the fan-out goes on in a later call (the relay's).
-    flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from})
+    flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from, d = d})
     return
   end
   local kc = k_children(id)
   local kids = redis.call('LRANGE', kc, from, from + FANOUT_CHUNK - 1)
   for i = 1, #kids do
     local b, cid = ref_split(kids[i])
-    flow_send({b = b, k = 's', c = cid, n = name, s = s, v = v, e = e})
+    flow_send({b = b, k = 's', c = cid, n = name, s = s, v = v, e = e, d = d})
   end
   if #kids == FANOUT_CHUNK then
-    flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from + FANOUT_CHUNK})
+    flow_send({b = BASE, k = 'f', i = id, n = name, s = s, v = v, e = e, from = from + FANOUT_CHUNK, d = d})
   elseif s == 'o' or s == 'X' or s == 'C' then
     redis.call('DEL', kc)
   end
 end
 
 -- flow_end signals that step id of flow fid (home its flow's home) is in state s, with error e:
--- to its flow and to its children.
-local function flow_end(id, fid, home, s, e)
+-- to its flow and to its children. A spawned child (child set: fid is its parent's id) has no flow
+-- to tell; its parent is its one "child".
+local function flow_end(id, fid, home, s, e, child)
   local v = next_seq()
   local name = string.sub(id, #fid + 2)
-  flow_note(home, fid, name, s, v)
-  flow_fanout(id, name, s, v, e or '', 0)
+  if child then
+    flow_fanout(id, name, s, v, e or '', 0, 1)
+  else
+    flow_note(home, fid, name, s, v)
+    flow_fanout(id, name, s, v, e or '', 0)
+  end
+end
+
+-- children_end forgets the workflow keys of task id, which ended in state s ('ok', 'cancelled' or
+-- 'purged'): its children's entries and the signals kept for it. A parent cancelled cancels the
+-- children that have not ended (a message to each, 'k'), with e in the reason. O(children) once.
+local function children_end(id, s, e)
+  local kp = k_kids(id)
+  if s == 'cancelled' then
+    local kids = redis.call('HGETALL', kp)
+    for i = 1, #kids, 2 do
+      local st = string.sub(kids[i + 1], 2, 2)
+      if st == 'w' or st == 'r' then
+        flow_send({b = string.sub(kids[i + 1], 23), k = 'k', i = id .. '/' .. kids[i],
+          e = 'its parent was cancelled: ' .. (e or '')})
+      end
+    end
+  end
+  redis.call('DEL', kp, k_signals(id))
 end
 
 -- task_end records that task id (record kt, not yet deleted) ended in state s ('ok', 'dead' or
@@ -122,20 +160,21 @@ end
 -- parents.
 local function task_end(id, kt, s, v, e, qkeep, now)
   if s == 'cancelled' then emit('cancelled', id, 'e', e or '') end
-  local f = redis.call('HMGET', kt, 'o', 'F', 'H')
+  local f = redis.call('HMGET', kt, 'o', 'F', 'H', 'K', 'D')
   local keep, waiter = outcome_spec(f[1])
   if qkeep > keep then keep = qkeep end
-  if f[2] then
+  if f[2] and not f[4] then
     outcome_put(id, s, v, e, nil, waiter, now) -- a step's is kept until its flow is forgotten
   elseif keep > 0 or waiter then
-    outcome_put(id, s, v, e, keep, waiter, now)
+    outcome_put(id, s, v, e, keep, waiter, now) -- a spawned child's for its retention
   end
   if f[2] then
     local sig = 'C'
     if s == 'ok' then sig = 'o' elseif s == 'dead' then sig = 'x' end
-    flow_end(id, f[2], f[3] or BASE, sig, e)
-    if s ~= 'dead' then redis.call('DEL', k_parents(id)) end
+    flow_end(id, f[2], f[3] or BASE, sig, e, f[4])
+    if s ~= 'dead' and not f[4] then redis.call('DEL', k_parents(id)) end
   end
+  if f[5] and s ~= 'dead' then children_end(id, s, e) end
 end
 
 -- flow_release makes waiting step id (record kt) a pending task of its partition, as if published
@@ -163,13 +202,95 @@ local function flow_release(id, kt, now)
   place(p, now)
 end
 
--- flow_cancel cancels waiting step id (record kt) for good with reason: its outcome is recorded
--- and its children and flow are told.
+-- flow_cancel cancels waiting step id (record kt), or a parked task, for good with reason: its
+-- outcome is recorded and its children and flow are told; an ordered partition a parked task held
+-- goes on.
 local function flow_cancel(id, kt, reason, now)
+  local f = redis.call('HMGET', kt, 'W', 'p')
   task_end(id, kt, 'cancelled', nil, reason, 0, now)
   redis.call('DEL', kt)
   stat('waiting', -1)
   stat('cancelled', 1)
+  if f[1] and is_ordered(f[2]) and redis.call('HGET', k_meta(f[2]), 'w') == id then
+    meta_del(f[2], 'w')
+    place(f[2], now)
+  end
+end
+
+-- workflow_mark notes that task id (record kt, which exists) has workflow keys (D: children,
+-- kept signals), so that its end, whatever ends it, runs task_end, which forgets them: its record
+-- gets 'o' when it has none, and its current lease's mark becomes upper case (lease_outcome), as a
+-- fetch would have made it.
+local function workflow_mark(id, kt)
+  if redis.call('HSETNX', kt, 'D', '1') == 0 then return end
+  redis.call('HSETNX', kt, 'o', '0')
+  local v = redis.call('HGET', K_LEASES, id)
+  if v and not lease_outcome(v) then
+    redis.call('HSET', K_LEASES, id, string.sub(v, 1, 20) .. string.upper(string.sub(v, 21, 21)) .. string.sub(v, 22))
+  end
+end
+
+-- spawn_one registers child name of task id (record kt, which exists), spawned in the slot whose
+-- key base is cbase through an edge of policy pol: one entry in its fk:<id> (a name already there
+-- is left as it was: a parent that runs again spawns nothing twice) and, for a new one, one more
+-- child not ended (R). Returns whether it was new.
+local function spawn_one(id, kt, name, pol, cbase)
+  workflow_mark(id, kt)
+  if redis.call('HSETNX', k_kids(id), name, pol .. 'w' .. NO_VERSION .. cbase) == 0 then return false end
+  redis.call('HINCRBY', kt, 'R', '1')
+  return true
+end
+
+-- park takes task id (record kt, partition p, unleased) out of the way until what it waits for
+-- ('c' its children, 's<name>' a signal) comes: out of pending, holding its partition when that is
+-- ordered (meta w, read as a pause), so the tasks behind it wait; unpark brings it back.
+local function park(id, kt, p, what)
+  redis.call('HSET', kt, 'S', 'w', 'W', what)
+  if is_ordered(p) then meta_set(p, 'w', id) end
+  emit('waiting', id, 'v', what)
+  stat('waiting', 1)
+end
+
+-- unpark returns parked task id (record kt) to pending: an ordered one to its own place, releasing
+-- its partition; an unordered one as if published now.
+local function unpark(id, kt, now)
+  local f = redis.call('HMGET', kt, 'p', 'r', 's', 't')
+  local p, level, s, t = f[1], f[2] or '0', f[3], tonumber(f[4])
+  if is_ordered(p) then
+    if redis.call('HGET', k_meta(p), 'w') == id then meta_del(p, 'w') end
+  else
+    s, t = next_seq(), now
+  end
+  redis.call('HSET', kt, 'S', 'p', 's', s, 't', int(t))
+  pend(id, kt, p, level, s, t)
+  emit('resumed', id, 'p', p)
+  stat('waiting', -1)
+  stat('pending', 1)
+  place(p, now)
+end
+
+-- child_done and child_failed are 1 for the states of a spawned child that end it (for now: a dead
+-- letter may be requeued), and that fail it; else 0.
+local function child_done(s)
+  if s == 'o' or s == 'x' or s == 'X' or s == 'C' then return 1 end
+  return 0
+end
+local function child_failed(s)
+  if s == 'x' or s == 'X' or s == 'C' then return 1 end
+  return 0
+end
+
+-- child_signal applies, to parent pid (record kt, fields f: S, R, B, W), that its child, through an
+-- edge of policy pol, went from state old to s: its counts change, and a parent parked on its
+-- children comes back when none is left running, or at once when one failed through a fail edge.
+local function child_signal(pid, kt, pol, old, s, f, now)
+  local d_r = child_done(s) - child_done(old)
+  local d_b = 0
+  if pol == 'f' then d_b = child_failed(s) - child_failed(old) end
+  if d_r == 0 and d_b == 0 then return end
+  local r, b = (tonumber(f[2]) or 0) - d_r, (tonumber(f[3]) or 0) + d_b
+  redis.call('HSET', kt, 'R', int(r), 'B', int(b))
+  if f[1] == 'w' and f[4] == 'c' and (r <= 0 or b > 0) then unpark(pid, kt, now) end
 end
 
 -- flow_sat and flow_blk say what a parent in state s means to a child through an edge of policy
@@ -189,13 +310,18 @@ end
 -- now while a fail-edge parent is dead-lettered (and reopened when none is), and cancelled for good
 -- when such a parent failed or was cancelled for good. A step already released or gone ignores
 -- it, as does every step a signal older than the last from that parent.
-local function flow_signal(cid, pname, s, v, e, now)
-  local kp = k_parents(cid)
+local function flow_signal(cid, pname, s, v, e, now, d)
+  local kp = d and k_kids(cid) or k_parents(cid)
   local cur = redis.call('HGET', kp, pname)
   if not cur or string.sub(cur, 3, 22) >= v then return end
   local pol, old = string.sub(cur, 1, 1), string.sub(cur, 2, 2)
   redis.call('HSET', kp, pname, pol .. s .. v .. string.sub(cur, 23))
   local kt = k_task(cid)
+  if d then
+    -- A parent told of its spawned child pname (d: the signal came from a child).
+    child_signal(cid, kt, pol, old, s, redis.call('HMGET', kt, 'S', 'R', 'B', 'W'), now)
+    return
+  end
   local f = redis.call('HMGET', kt, 'S', 'R', 'B', 'F', 'H')
   local st = f[1]
   if st ~= 'w' and st ~= 'c' then return end
@@ -361,15 +487,63 @@ local function flow_open(fid, from)
   end
 end
 
--- flow_apply applies one message: a signal to a step ('s'), a note to a flow ('n'), the rest of a
--- fan-out ('f') or of the release of a flow's first steps ('g').
+-- cancel_mark is a lease's mark c (common.lua, the lease) once its task was asked to be cancelled.
+local function cancel_mark(c)
+  if c == 't' then return 'c' elseif c == 'u' then return 'd' elseif c == 'T' then return 'C' end
+  return 'D'
+end
+
+-- task_cancel cancels task id with reason: a pending or delayed task leaves its partition (the
+-- order of the rest is kept) and ends as cancelled; a waiting flow step or a parked task ends so
+-- too (flow_cancel); a leased task is marked, so its holder cancels its handler. Returns OK,
+-- CANCELLED (leased: marked), FINISHED (a dead letter, or ended with its outcome kept) or NOTFOUND,
+-- and the partition the caller must place (a task that left pending), if any.
+local function task_cancel(id, reason, now)
+  local kt = k_task(id)
+  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 's')
+  if not f[2] then
+    if redis.call('EXISTS', k_outcome(id)) == 1 then return FINISHED end
+    return NOTFOUND
+  elseif f[1] == 'd' then
+    return FINISHED
+  elseif f[1] == 'w' or f[1] == 'c' then
+    flow_cancel(id, kt, reason, now)
+    return OK
+  end
+  local v = redis.call('HGET', K_LEASES, id)
+  if v then
+    if not lease_cancelled(v) then
+      local mark = string.sub(v, 21, 21)
+      redis.call('HSET', K_LEASES, id, string.sub(v, 1, 20) .. cancel_mark(mark) .. string.sub(v, 22))
+    end
+    return CANCELLED
+  end
+  local p, level = f[2], f[3] or '0'
+  local kp = k_pending(p, level)
+  redis.call('ZREM', kp, f[4] .. id)
+  if redis.call('EXISTS', kp) == 0 then level_gone(p, level) end
+  depth_add(p, -1)
+  head_is(p, false)
+  stat('pending', -1)
+  task_end(id, kt, 'cancelled', nil, reason, 0, now)
+  redis.call('DEL', kt)
+  stat('cancelled', 1)
+  return OK, p
+end
+
+-- flow_apply applies one message: a signal to a step or a parent ('s'), a note to a flow ('n'), the
+-- rest of a fan-out ('f') or of the release of a flow's first steps ('g'), the end of a forgotten
+-- flow's outcomes ('x'), or a cancel of a spawned child whose parent was cancelled ('k').
 local function flow_apply(m, now)
   if m.k == 's' then
-    flow_signal(m.c, m.n, m.s, m.v, m.e, now)
+    flow_signal(m.c, m.n, m.s, m.v, m.e, now, m.d)
   elseif m.k == 'n' then
     flow_noted(m.f, m.t, m.s, m.v, now)
   elseif m.k == 'f' then
-    flow_fanout(m.i, m.n, m.s, m.v, m.e, m.from)
+    flow_fanout(m.i, m.n, m.s, m.v, m.e, m.from, m.d)
+  elseif m.k == 'k' then
+    local _, p = task_cancel(m.i, m.e, now)
+    if p then place(p, now) end
   elseif m.k == 'g' then
     flow_open(m.f, m.from)
   elseif m.k == 'x' then
