@@ -501,3 +501,56 @@ func TestWorkflowProgress(t *testing.T) {
 		t.Fatalf("events %v: no progress", kinds)
 	}
 }
+
+// A parent purged from the dead letters forgets its children: a child that ends later leaves no
+// record of the parent behind.
+func TestWorkflowPurgedParentForgetsChildren(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[string](t, srq.QueueConfig{})
+	kids, err := srq.NewQueue[string](c, srq.QueueConfig{Name: q.Name() + "-kids"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		if _, err := srq.Spawn(ctx, t.Delivery, kids, "k", "k", nil); err != nil {
+			return err
+		}
+		return srq.Permanent(errors.New("gave up"))
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, pw)
+	if _, err := q.Publish(ctx, "p", &srq.PublishOpts{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the parent to die", func() bool {
+		st, _ := q.Stats(ctx)
+		return st.Dead == 1
+	})
+	if n, err := q.Purge(ctx, "p"); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	kw, err := srq.NewWorker(kids, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { return nil }),
+		srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, kw)
+	waitFor(t, "the child to end", func() bool {
+		_, err := srq.ResultOf[string](ctx, kids, "p/k")
+		return err == nil
+	})
+	// The child's end reached the parent's slot through the relay, and found nothing to count.
+	waitFor(t, "the outbox to drain", func() bool {
+		n, err := c.ZCard(ctx, q.Engine().Keys().Base()+"fo").Result()
+		m, err2 := c.ZCard(ctx, kids.Engine().Keys().Base()+"fo").Result()
+		return err == nil && err2 == nil && n == 0 && m == 0
+	})
+	for _, key := range []string{q.Engine().Keys().Task("p"), q.Engine().Keys().Base() + "fk:p"} {
+		if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+			t.Errorf("%s exists after the parent was purged: %d, %v", key, n, err)
+		}
+	}
+}

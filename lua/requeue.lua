@@ -21,7 +21,7 @@ local requeued = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H', 'j', 's', 't')
+  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H', 'j', 's', 't', 'K')
   if not f[2] then
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= 'd' then
@@ -40,7 +40,7 @@ for i = 2, #ARGV do
     redis.call('ZREM', K_DEAD, id)
     redis.call('HSET', kt, 'S', 'p', 's', s, 't', int(t), 'a', 0, 'n', 0)
     pend(id, kt, p, f[3] or '0', s, t)
-    if f[4] then flow_end(id, f[4], f[5] or BASE, 'r', '') end -- a flow step: its flow goes on
+    if f[4] then flow_end(id, f[4], f[5] or BASE, 'r', '', f[9]) end -- a flow step or a child: its flow or parent goes on
     if not seen[p] then seen[p] = true; parts[#parts + 1] = p end
     requeued = requeued + 1
     emit('requeued', id)

@@ -319,7 +319,8 @@ local function flow_signal(cid, pname, s, v, e, now, d)
   local kt = k_task(cid)
   if d then
     -- A parent told of its spawned child pname (d: the signal came from a child).
-    child_signal(cid, kt, pol, old, s, redis.call('HMGET', kt, 'S', 'R', 'B', 'W'), now)
+    local f = redis.call('HMGET', kt, 'S', 'R', 'B', 'W', 'p')
+    if f[5] then child_signal(cid, kt, pol, old, s, f, now) end -- a parent gone has nothing to count
     return
   end
   local f = redis.call('HMGET', kt, 'S', 'R', 'B', 'F', 'H')

@@ -85,11 +85,12 @@ end
 -- good: its flow and its children are told; an ordered partition it held goes on.
 local function drop(id)
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'F', 'H', 'x', 'j', 'p')
+  local f = redis.call('HMGET', kt, 'F', 'H', 'x', 'j', 'p', 'K', 'D')
   if f[1] then
-    flow_end(id, f[1], f[2] or BASE, 'X', f[3])
-    redis.call('DEL', k_parents(id))
+    flow_end(id, f[1], f[2] or BASE, 'X', f[3], f[6])
+    if not f[6] then redis.call('DEL', k_parents(id)) end
   end
+  if f[7] then children_end(id, 'purged') end
   if f[4] then unhalt(f[5], id) end
   emit('purged', id)
   redis.call('DEL', kt)
