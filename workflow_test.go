@@ -554,3 +554,77 @@ func TestWorkflowPurgedParentForgetsChildren(t *testing.T) {
 		}
 	}
 }
+
+// A task of an ordered partition parked for its children (or a signal) holds the partition: the
+// tasks behind it run after it completes, in order.
+func TestWorkflowParkedTaskHoldsOrderedPartition(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	kids, err := srq.NewQueue[int](c, srq.QueueConfig{Name: q.Name() + "-kids"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var done []int
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, t *srq.Task[int]) error {
+		if t.Value == 1 {
+			if _, again, _ := srq.State[bool](ctx, t.Delivery); !again {
+				if _, err := srq.Spawn(ctx, t.Delivery, kids, "k", 0, nil); err != nil {
+					return err
+				}
+				if err := t.SetState(true); err != nil {
+					return err
+				}
+				return srq.WaitChildren()
+			}
+		}
+		mu.Lock()
+		done = append(done, t.Value)
+		mu.Unlock()
+		return nil
+	}), srq.WorkerConfig{Concurrency: 4, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	var msgs []srq.Message[int]
+	for i := 1; i <= 3; i++ {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{Partition: "acct", Ordered: true}})
+	}
+	res, err := q.PublishBatch(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "task 1 to wait for its child", func() bool {
+		ti, err := q.Engine().Task(ctx, res[0].ID)
+		return err == nil && ti.State == "waiting"
+	})
+	// The partition is held: its two other tasks are pending, and it is neither ready nor
+	// scheduled, so no fetch can hand them out.
+	st, err := q.Stats(ctx)
+	if err != nil || st.Pending != 2 || st.ReadyPartitions != 0 || st.ScheduledPartitions != 0 || st.Waiting != 1 {
+		t.Fatalf("stats while task 1 waits: %+v, %v", st, err)
+	}
+	mu.Lock()
+	if len(done) != 0 {
+		t.Fatalf("ran %v while the partition's first task waited", done)
+	}
+	mu.Unlock()
+	kw, err := srq.NewWorker(kids, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil }),
+		srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, kw)
+	waitFor(t, "the partition to drain", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(done) == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(done, []int{1, 2, 3}) {
+		t.Fatalf("completed %v, want 1, 2, 3", done)
+	}
+}
