@@ -35,7 +35,7 @@ func TestWorkerRecord(t *testing.T) {
 		}
 		return nil
 	})
-	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 3, Lease: 300 * time.Millisecond, ConsumerID: "card-test"},
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 3, Lease: 3 * time.Second, ConsumerID: "card-test"},
 		srq.Serve(a, h, nil), srq.Serve(b, h, nil))
 	if err != nil {
 		t.Fatal(err)
