@@ -268,7 +268,7 @@ func (e *Engine) WorkflowOf(ctx context.Context, id string) (Workflow, error) {
 	if err := validID(id, false); err != nil {
 		return Workflow{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	f, err := e.client.HMGet(ctx, e.keys.Task(id), "p", "Z", "W", "G", "R", "B", "P").Result()
+	f, err := e.client.HMGet(ctx, e.keys.Task(id), "p", "Z", "L", "G", "R", "B", "P").Result()
 	if err != nil {
 		return Workflow{}, fmt.Errorf("srq: task %s: %w", id, err)
 	}

@@ -107,7 +107,7 @@ end
 -- state, for at most delay ms (0: no limit).
 local function wait_for(id, kt, p, what, state, delay, now)
   if state ~= '' then redis.call('HSET', kt, 'Z', state) end
-  redis.call('HDEL', kt, 'G')
+  redis.call('HDEL', kt, 'G', 'L')
   local kind = string.sub(what, 1, 1)
   if kind == 's' then
     local name = string.sub(what, 2)
@@ -115,7 +115,7 @@ local function wait_for(id, kt, p, what, state, delay, now)
     if v then
       -- Sent before the wait: it ends the wait at once, and is taken.
       redis.call('HDEL', k_signals(id), name)
-      redis.call('HSET', kt, 'W', what, 'G', name .. '\0' .. v)
+      redis.call('HSET', kt, 'L', what, 'G', name .. '\0' .. v)
       back(id, kt, p, now, 0)
       return
     end
@@ -123,7 +123,7 @@ local function wait_for(id, kt, p, what, state, delay, now)
   elseif kind == 'c' then
     local f = redis.call('HMGET', kt, 'R', 'B')
     if (tonumber(f[1]) or 0) <= 0 or (tonumber(f[2]) or 0) > 0 then
-      redis.call('HSET', kt, 'W', what)
+      redis.call('HSET', kt, 'L', what)
       back(id, kt, p, now, 0)
       return
     end

@@ -1,5 +1,5 @@
 -- signal.lua: sends a signal to a task (includes/flow.lua). A task that waits for a signal of
--- that name, parked or pending until its wait's time, resumes now with it; any other keeps it
+-- that name (W), parked or pending until its wait's time, resumes now with it; any other keeps it
 -- (sg:<id>) until it waits for it, which then ends at once, or until it ends. One signal of a name
 -- is kept at a time.
 --
@@ -24,8 +24,10 @@ local res
 if not f[1] then
   res = NOTFOUND
 elseif f[3] == 's' .. name and f[2] ~= 'd' and redis.call('HEXISTS', K_LEASES, id) == 0 then
-  -- It waits for this signal: it resumes now, with it.
-  redis.call('HSET', kt, 'G', name .. '\0' .. value)
+  -- It waits for this signal: it resumes now, with it, and waits no more (W becomes L, the last
+  -- wait): a signal of the name sent from now on is kept for its next wait.
+  redis.call('HSET', kt, 'G', name .. '\0' .. value, 'L', f[3])
+  redis.call('HDEL', kt, 'W')
   local p = f[1]
   if f[2] == 'w' then
     unpark(id, kt, now)

@@ -59,7 +59,13 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     depth_add(p, -1)
     local id = string.sub(member, 21)
     local kt = k_task(id)
-    local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x', 'o')
+    local f = redis.call('HMGET', kt, 'a', 'm', 'c', 't', 'd', 'h', 'n', 'x', 'o', 'W')
+    if f[10] then
+      -- A workflow's wait that was pending until its time: the delivery ends it, and it becomes
+      -- the last wait (L), which the handler reads (a signal sent from now on is kept).
+      redis.call('HSET', kt, 'L', f[10])
+      redis.call('HDEL', kt, 'W')
+    end
     local attempt = '1' -- a first attempt, the usual case, needs no formatting
     if f[1] then attempt = int(f[1] + 1) end
     local token = next_seq()

@@ -32,8 +32,9 @@
 -- through a fail edge), kept whatever the parent is doing; the parent's fk:<id> (not fp:, which
 -- a flow step keeps for its parents) holds one entry per child, in fp:'s form. A parent that returns a wait is parked
 -- (S 'w', W what it waits for: 'c' its children, 's<name>' a signal) or, for a sleep or a wait with
--- a timeout, pending at the time it ends (W 't' or 's<name>'); Z holds the state it set, G the
--- signal that ended its last wait (name, NUL, value). A parked task of an ordered partition holds
+-- a timeout, pending at the time it ends (W 't' or 's<name>'). When the wait ends (a signal, its
+-- children, its time: the next fetch) W becomes L, the last wait, which its next run reads; Z
+-- holds the state it set, G the signal that ended its last wait (name, NUL, value). A parked task of an ordered partition holds
 -- the partition (m:<p> w, its id) and comes back to its own place. sg:<id> keeps the signals sent
 -- before the task waited for them.
 --
@@ -261,7 +262,12 @@ local function unpark(id, kt, now)
   else
     s, t = next_seq(), now
   end
+  local w = redis.call('HGET', kt, 'W')
   redis.call('HSET', kt, 'S', 'p', 's', s, 't', int(t))
+  if w then -- the wait is over: it becomes the last wait (a signal's resume did that already)
+    redis.call('HSET', kt, 'L', w)
+    redis.call('HDEL', kt, 'W')
+  end
   pend(id, kt, p, level, s, t)
   emit('resumed', id, 'p', p)
   stat('waiting', -1)
