@@ -268,8 +268,16 @@ type DeadSelector struct {
 	All    bool
 }
 
-// Task is one task's record, with the shard that holds it.
+// Task is one task's record, with the shard that holds it and what a dynamic workflow keeps of
+// it. Its State is engine.StateWaiting also for a task pending until the end of a sleep or of a
+// signal wait's time (Wait says until when); its ParentQueue and FlowQueue name queues, as the
+// Inspector's calls take them, not shards.
 type Task struct {
 	engine.TaskInfo
 	Shard int `json:"shard"`
+	// Wait is what the task waits for while it waits: its children, a signal, a time, or a flow
+	// step's parents; nil when it does not wait.
+	Wait *TaskWait `json:"wait"`
+	// Children are the children the task spawned, sorted by name; nil for none.
+	Children []TaskChild `json:"children"`
 }
