@@ -116,6 +116,10 @@ func TestTaskWorkflowFields(t *testing.T) {
 	if ti, err := b.eng.Task(b.ctx, "parent"); err != nil || ti.Progress == nil || ti.KeptState == nil {
 		t.Fatalf("parent: %+v %v", ti, err)
 	}
+	// A field Task does not know is ignored.
+	if err := b.client.HSet(b.ctx, b.eng.keys.Task("sleeper"), "Q", "?").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if ti, err := b.eng.Task(b.ctx, "sleeper"); err != nil || ti.Progress != nil || ti.KeptState != nil || ti.Partition != partition.Key("!o") {
 		t.Fatalf("a task without progress or state: %+v %v", ti, err)
 	}

@@ -110,6 +110,16 @@ func TestTaskPageWorkflow(t *testing.T) {
 		t.Errorf("the waiter's page:\n%s", waiter)
 	}
 
+	// A flow step waiting for its parents links its flow.
+	one := q.Step("one", event{}, nil)
+	if _, err := srq.PublishFlow(b.ctx, &srq.Flow{ID: "fl", Steps: []*srq.Step{one, q.Step("two", event{}, nil).After(one)}}); err != nil {
+		t.Fatal(err)
+	}
+	if step := b.mustGet("task?q=wf&id=fl%2Ftwo"); !strings.Contains(step, `<a href="./flow?q=wf&amp;id=fl" id="task-flow">fl</a>`) ||
+		!strings.Contains(step, `data-for="parents">its parents in its flow</dd>`) {
+		t.Errorf("a waiting flow step's page:\n%s", step)
+	}
+
 	if r := b.post("cancel-tasks", url.Values{"q": {"wf"}, "id": {"parent"}, "back": {"task"}}); r.status != 303 {
 		t.Fatalf("cancel the parent: %d\n%s", r.status, r.body)
 	}

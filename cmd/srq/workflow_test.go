@@ -95,6 +95,23 @@ func TestTaskShowsWorkflow(t *testing.T) {
 	if w.State != "waiting" || w.Wait == nil || *w.Wait != (inspect.TaskWait{For: "signal", Signal: "approve"}) {
 		t.Errorf("waiter --json: %+v %+v", w, w.Wait)
 	}
+
+	// A flow step waiting for its parents names its flow.
+	step := func(name string, after ...engine.FlowEdge) engine.FlowStep {
+		return engine.FlowStep{Name: name, Engine: f.eng, Message: engine.Message{Partition: "f"}, After: after}
+	}
+	if _, err := engine.PublishFlow(f.ctx, &engine.FlowSpec{ID: "fl", Steps: []engine.FlowStep{step("one"),
+		step("two", engine.FlowEdge{Parent: "one"})}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.ok("", "--queue", "q", "task", "fl/two"); !strings.Contains(out, "\nwaits for       parents (flow step)\n") ||
+		!strings.Contains(out, "\nflow            fl of queue q\n") {
+		t.Errorf("a waiting flow step:\n%s", out)
+	}
+	st := decodeStrict[TaskJSON](t, f.ok("", "--queue", "q", "--json", "task", "fl/two"))
+	if st.Flow != "fl" || st.FlowQueue != "q" || st.Wait == nil || st.Wait.For != "parents" {
+		t.Errorf("a waiting flow step --json: %+v %+v", st, st.Wait)
+	}
 }
 
 // TestTaskWorkflowEscapes: a child's name, a signal's name and a progress that hold escape
