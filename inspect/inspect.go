@@ -170,6 +170,7 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		c.Acked += o.Acked
 		c.Rejected += o.Rejected
 		c.TakenBack += o.TakenBack
+		c.HandedBack += o.HandedBack
 		c.Recovered += o.Recovered
 		c.DeadLettered += o.DeadLettered
 		c.Requeued += o.Requeued

@@ -16,11 +16,15 @@ type Config struct {
 // Counters are a queue's monotonic counters since it was created, summed over its shards. Rates
 // are the differences between two readings divided by the time between their ServerTimes.
 type Counters struct {
-	Published    int64 `json:"published"`     // tasks added
-	Duplicates   int64 `json:"duplicates"`    // publishes refused as duplicates
-	Acked        int64 `json:"acked"`         // tasks completed
-	Rejected     int64 `json:"rejected"`      // rejects that sent a task back to pending
-	TakenBack    int64 `json:"taken_back"`    // later tasks of an ordered run returned with a rejected one
+	Published  int64 `json:"published"`  // tasks added
+	Duplicates int64 `json:"duplicates"` // publishes refused as duplicates
+	Acked      int64 `json:"acked"`      // tasks completed
+	Rejected   int64 `json:"rejected"`   // rejects that sent a task back to pending
+	TakenBack  int64 `json:"taken_back"` // later tasks of an ordered run returned with a rejected one
+	// HandedBack counts the tasks workers returned unrun, or cut off by their shutdown, without
+	// using an attempt (with the later tasks of an ordered run they took back); they are not
+	// counted in Rejected or TakenBack.
+	HandedBack   int64 `json:"handed_back"`
 	Recovered    int64 `json:"recovered"`     // expired leases taken back
 	DeadLettered int64 `json:"dead_lettered"` // tasks moved to the dead letters
 	Requeued     int64 `json:"requeued"`      // dead letters moved back to pending

@@ -30,7 +30,7 @@ func TestTaskWaits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 2)
 	p0, p1 := b.onShard("p", 0), b.onShard("p", 1)
-	ord := partition.Ordered(string(b.onShard("o", 1)))
+	ord := b.onShard("!o", 1)
 	b.publish(msg("parent", p0), msg("signal", p0), msg("parked", p1), msg("sleep", p1), msg("osleep", ord), msg("short", p0))
 	byID := map[string]*engine.Delivery{}
 	ds := b.fetchAll("w", time.Minute)
@@ -138,5 +138,35 @@ func TestTaskWaits(t *testing.T) {
 	if s := task("f/s2"); s.State != engine.StateWaiting || s.Wait == nil || *s.Wait != (TaskWait{For: WaitForParents}) ||
 		s.Flow != "f" || s.FlowQueue != "q" {
 		t.Errorf("flow step: %s %+v flow %q in %q", s.State, s.Wait, s.Flow, s.FlowQueue)
+	}
+}
+
+// TestStatsHandedBack: Stats sums the tasks workers handed back over the shards, apart from
+// rejected and taken back: an ordered hand-back on one shard counts the later task of its run it
+// took back, an unordered one on the other counts itself.
+func TestStatsHandedBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	ord := b.onShard("!o", 0)
+	p1 := b.onShard("p", 1)
+	b.publish(msg("o1", ord), msg("o2", ord), msg("u1", p1))
+	for i, e := range b.shards {
+		ds, err := e.Fetch(b.ctx, "w", 10, time.Minute)
+		if err != nil || len(ds) != 2-i {
+			t.Fatalf("fetch shard %d: %v %d", i, err, len(ds))
+		}
+		// The first of each shard's run is handed back: o2 comes back with o1.
+		res, err := e.Reject(b.ctx, []engine.Rejection{{Receipt: ds[0].Receipt(), HandBack: true}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("hand back on shard %d: %v %+v", i, err, res)
+		}
+	}
+	s, err := b.in.Stats(b.ctx, b.queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.HandedBack != 3 || s.Rejected != 0 || s.TakenBack != 0 || s.Pending != 3 {
+		t.Fatalf("stats: handed back %d, rejected %d, taken back %d, pending %d; want 3, 0, 0, 3",
+			s.HandedBack, s.Rejected, s.TakenBack, s.Pending)
 	}
 }

@@ -209,6 +209,7 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		counter("rejected", s.Rejected, rr.Rejected),
 		counter("dead-lettered", s.DeadLettered, rr.DeadLettered),
 		counter("recovered", s.Recovered, rr.Recovered),
+		[]string{"handed back", fmt.Sprint(s.HandedBack)},
 		[]string{"requeued / purged / trimmed", fmt.Sprintf("%d / %d / %d", s.Requeued, s.Purged, s.Trimmed)},
 		[]string{"cancelled", fmt.Sprint(s.Cancelled)},
 		[]string{"flows started / completed / failed", fmt.Sprintf("%d / %d / %d", s.FlowsStarted, s.FlowsCompleted, s.FlowsFailed)},
