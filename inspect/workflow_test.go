@@ -1,7 +1,10 @@
 package inspect
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +171,70 @@ func TestStatsHandedBack(t *testing.T) {
 	if s.HandedBack != 3 || s.Rejected != 0 || s.TakenBack != 0 || s.Pending != 3 {
 		t.Fatalf("stats: handed back %d, rejected %d, taken back %d, pending %d; want 3, 0, 0, 3",
 			s.HandedBack, s.Rejected, s.TakenBack, s.Pending)
+	}
+}
+
+// TestWorkflowEvents: the events of dynamic workflows carry what they are about: a waiting task
+// what it waits for (its children, or a signal and its name), a signal its name, a progress its
+// value as JSON (a JSON value as it is, a msgpack one decoded, other bytes as a string), and a
+// resumed task its partition.
+func TestWorkflowEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.withEvents(1000)
+	e := b.shards[0]
+	b.publish(msg("kids", "p"), msg("sig", "p"))
+	ds := b.fetchAll("w", time.Minute)
+	if len(ds) != 2 {
+		t.Fatalf("fetched %d", len(ds))
+	}
+	if _, err := e.Spawn(b.ctx, e, "kids", []engine.SpawnChild{{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range [][]byte{[]byte(`{"n": 1}`), {0x81, 0xa1, 'n', 0x02}, []byte("\xc1 half")} {
+		if err := e.Progress(b.ctx, ds[0].Receipt(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := e.Reject(b.ctx, []engine.Rejection{{Receipt: ds[0].Receipt(), Wait: &engine.Wait{Kind: engine.WaitChildren}},
+		{Receipt: ds[1].Receipt(), Wait: &engine.Wait{Kind: engine.WaitSignal, Signal: "go on"}}})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("wait: %v %+v", err, res)
+	}
+	if taken, err := e.Signal(b.ctx, "sig", "go on", []byte("v")); err != nil || !taken {
+		t.Fatalf("signal: %v %v", taken, err)
+	}
+	type ev struct{ kind, id, partition, wait, signal, progress string }
+	var got []ev
+	for _, x := range b.events(EventQuery{Limit: 100}).Events {
+		if x.Kind == "published" {
+			continue
+		}
+		got = append(got, ev{x.Kind, x.ID, x.Partition, x.Wait, x.Signal, string(x.Progress)})
+	}
+	want := []ev{
+		{"progress", "kids", "", "", "", `{"n":1}`},
+		{"progress", "kids", "", "", "", `{"n":2}`},
+		{"progress", "kids", "", "", "", `"\ufffd half"`},
+		{"waiting", "kids", "", WaitForChildren, "", ""},
+		{"waiting", "sig", "", WaitForSignal, "go on", ""},
+		{"resumed", "sig", "p", "", "", ""},
+		{"signal", "sig", "", "", "go on", ""},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n got %+v\nwant %+v", got, want)
+	}
+	// In JSON a progress is its value, not a string, and null for another kind; it reads back.
+	for _, x := range []Event{{Kind: "progress", Progress: `{"n":1}`}, {Kind: "acked"}} {
+		js, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Event
+		if err := json.Unmarshal(js, &back); err != nil || back != x ||
+			(x.Progress != "" && !strings.Contains(string(js), `"progress":{"n":1}`)) ||
+			(x.Progress == "" && !strings.Contains(string(js), `"progress":null`)) {
+			t.Errorf("%+v: %s, back %+v (%v)", x, js, back, err)
+		}
 	}
 }

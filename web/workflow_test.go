@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/url"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/inspect"
 )
 
 // seedWorkflow leaves in q what dynamic workflows keep of tasks (ids prefixed with prefix):
@@ -181,5 +183,70 @@ func TestTaskPageWorkflowEscapes(t *testing.T) {
 	}
 	if page := b.mustGet("task?q=wf&id=bin"); !strings.Contains(page, `id="progress" data-format="hex">00000000  c1 3c 73 63`) {
 		t.Errorf("a binary progress:\n%s", page)
+	}
+}
+
+// TestEventsPageWorkflowKinds: the events page and api/events show what the events of dynamic
+// workflows carry: a waiting task what it waits for, a signal its name, a progress its value as
+// JSON; markup in a signal's name or a progress shows as text.
+func TestEventsPageWorkflowKinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	q, err := srq.NewQueue[event](b.client, srq.QueueConfig{Name: "ev", Prefix: b.prefix, Events: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const evil = `<img src=x onerror="alert('x')">`
+	progress, err := codec.MsgPack{}.Marshal(map[string]string{"step": evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.seedWorkflow(q, b.queue("kids"), "", progress, "approve "+evil)
+	if taken, err := q.Engine().Signal(b.ctx, "waiter", "approve "+evil, []byte("y")); err != nil || !taken {
+		t.Fatalf("signal: %v %v", taken, err)
+	}
+	page := b.mustGet("events?q=ev")
+	if strings.Contains(page, "<img") {
+		t.Errorf("the events page carries markup:\n%s", page)
+	}
+	rowRE := regexp.MustCompile(`(?s)<tr data-kind="([a-z_]+)" data-id="([^"]*)"[^>]*>.*?<td class="err">([^<]*)</td>`)
+	rows := map[string]string{}
+	for _, m := range rowRE.FindAllStringSubmatch(page, -1) {
+		rows[m[1]+" "+m[2]] = m[3]
+	}
+	escaped := `&lt;img src=x onerror=&#34;alert(&#39;x&#39;)&#34;&gt;`
+	for key, want := range map[string]string{
+		"progress parent": `progress {&#34;step&#34;:&#34;` + strings.ReplaceAll(escaped, `&#34;`, `\&#34;`) + `&#34;} `,
+		"waiting parent":  "waits for its children ",
+		"waiting waiter":  "waits for signal approve " + escaped + " ",
+		"signal waiter":   "signal approve " + escaped + " ",
+		"resumed waiter":  "",
+	} {
+		if got, ok := rows[key]; !ok || got != want {
+			t.Errorf("%s: details %q, want %q", key, got, want)
+		}
+	}
+	var api inspect.EventPage
+	if err := json.Unmarshal([]byte(b.mustGet("api/events?q=ev&limit=100")), &api); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, ev := range api.Events {
+		switch {
+		case ev.Kind == "progress" && ev.ID == "parent":
+			var v struct{ Step string }
+			if err := json.Unmarshal([]byte(ev.Progress), &v); err != nil || v.Step != evil {
+				t.Errorf("api progress %q: %v", ev.Progress, err)
+			}
+			found++
+		case ev.Kind == "waiting" && ev.ID == "waiter":
+			if ev.Wait != "signal" || ev.Signal != "approve "+evil {
+				t.Errorf("api waiting: %+v", ev)
+			}
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("api/events has %d of the progress and waiting events:\n%+v", found, api.Events)
 	}
 }

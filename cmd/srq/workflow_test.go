@@ -149,3 +149,63 @@ func TestTaskWorkflowEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsWorkflowKinds: srq events prints what the events of dynamic workflows carry: a
+// waiting task what it waits for, a signal its name, a progress its value as JSON, a resumed task
+// its partition; --json has them as wait, signal and progress. Hostile names and values come out
+// escaped.
+func TestEventsWorkflowKinds(t *testing.T) {
+	t.Parallel()
+	f, eng := eventsFixture(t)
+	const evil = "\x1b]0;pwned\x07\u202e"
+	// The progress is JSON whose string holds escaped controls and a raw right-to-left override.
+	seedWorkflow(t, f, eng, "", []byte(`{"done":"1\u001b]0;pwned\u0007`+"\u202e"+`"}`), "approve "+evil)
+	if taken, err := eng.Signal(f.ctx, "waiter", "approve "+evil, []byte("yes")); err != nil || !taken {
+		t.Fatalf("signal: %v %v", taken, err)
+	}
+	out := f.ok("", "--queue", "ev", "events", "--limit", "50")
+	if hasControl(out) {
+		t.Errorf("events wrote a control character:\n%s", out)
+	}
+	find := func(kind, id string) string {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[1] == kind && f[2] == id {
+				return l
+			}
+		}
+		t.Fatalf("no %s event of %s:\n%s", kind, id, out)
+		return ""
+	}
+	for _, c := range []struct{ kind, id, want string }{
+		{"progress", "parent", `  progress={"done":"1\u001b]0;pwned\u0007\u202e"}`},
+		{"waiting", "parent", "  wait=children"},
+		{"waiting", "waiter", `  wait=signal  signal="approve \x1b]0;pwned\a\u202e"`},
+		{"signal", "waiter", `  signal="approve \x1b]0;pwned\a\u202e"`},
+		{"resumed", "waiter", "  partition=w"},
+	} {
+		if l := find(c.kind, c.id); !strings.HasSuffix(l, c.want) {
+			t.Errorf("%s of %s: %q, want it to end with %q", c.kind, c.id, l, c.want)
+		}
+	}
+
+	js := f.ok("", "--queue", "ev", "--json", "events", "--limit", "50")
+	if hasControl(js) {
+		t.Errorf("events --json wrote a control character:\n%s", js)
+	}
+	seen := map[string]jsonEvent{}
+	for _, l := range strings.Split(strings.TrimSpace(js), "\n") {
+		ev := decodeStrict[jsonEvent](t, l)
+		seen[ev.Kind+" "+ev.ID] = ev
+	}
+	var progress struct{ Done string }
+	if ev := seen["progress parent"]; json.Unmarshal(ev.Progress, &progress) != nil || progress.Done != "1"+evil || ev.Wait != "" {
+		t.Errorf("progress --json: %+v (%s)", ev, ev.Progress)
+	}
+	if ev := seen["waiting waiter"]; ev.Wait != "signal" || ev.Signal != "approve "+evil || string(ev.Progress) != "null" {
+		t.Errorf("waiting --json: %+v", ev)
+	}
+	if ev := seen["waiting parent"]; ev.Wait != "children" || ev.Signal != "" {
+		t.Errorf("waiting --json: %+v", ev)
+	}
+}
