@@ -46,6 +46,43 @@ type TaskInfo struct {
 	// ("lease expired"). LastError is the newest of them, unless a later delivery failed without
 	// an error.
 	Errors []AttemptError
+
+	// The fields of dynamic workflows (lua/includes/flow.lua); zero for a task that has none.
+
+	// Waited is what the task's last wait was for: WaitSleep, WaitSignal (WaitedSignal names the
+	// signal) or WaitChildren; 0 when it never waited. It stays when the wait ends: the task waits
+	// now while it is parked (StateWaiting) or, for a sleep or a signal wait with a time, while it
+	// is pending until that time.
+	Waited       WaitKind
+	WaitedSignal string
+	// HasWorkflow says the task keeps workflow keys: it spawned children (Children lists them), or
+	// waited for a signal or was sent one.
+	HasWorkflow bool
+	// ChildrenNotEnded and FailedChildren count, for a task that spawned children, those that have
+	// not ended and those that failed through a FailDependents edge (Workflow.Children and
+	// FailedChildren).
+	ChildrenNotEnded, FailedChildren int
+	// Progress is the last progress the task reported (Progress), as its queue's codec encoded
+	// it; nil for none.
+	Progress []byte
+	// KeptState is the state the task set before its last wait, as its queue's codec encoded it;
+	// nil for none.
+	KeptState []byte
+	// Parent is the id of the task that spawned this one (ChildOf), "" for none; ParentQueue is
+	// the engine queue (the shard, ShardQueue) that holds the parent.
+	Parent, ParentQueue string
+	// Flow is the id of the flow this task is a step of, "" for none; FlowQueue is the engine
+	// queue (the shard) that keeps the flow: the queue of its first step.
+	Flow, FlowQueue string
+}
+
+// taskRefs are the fields of a task's record whose meaning depends on others: R and B count a
+// waiting flow step's parents before it runs and a parent's children after (lua/includes/flow.lua),
+// F names a flow or, with K, a parent, in the queue H names or the task's own.
+type taskRefs struct {
+	unended, failed int
+	ref, home       string
+	child           bool
 }
 
 // MaxAttemptErrors is how many failed deliveries' errors a task's record keeps (TaskInfo.Errors).
@@ -111,6 +148,7 @@ func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 		return TaskInfo{}, err
 	}
 	t := TaskInfo{ID: id}
+	var refs taskRefs
 	if lease > 0 {
 		t.LeaseEnds = time.UnixMilli(lease)
 	}
@@ -120,18 +158,40 @@ func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 		if err1 != nil || err2 != nil {
 			return TaskInfo{}, fmt.Errorf("srq: task: malformed reply %v", res)
 		}
-		if err := t.set(k, v); err != nil {
+		if err := t.set(k, v, &refs); err != nil {
 			return TaskInfo{}, fmt.Errorf("srq: task %s: field %s: %w", id, k, err)
 		}
 	}
 	if t.State == "" {
 		t.State = StatePending // a pending task's record has no state field
 	}
+	t.finish(refs, e.cfg.Queue)
 	return t, nil
 }
 
-// set stores one field of the task hash (see lua/publish.lua and docs/data-model.md).
-func (t *TaskInfo) set(k, v string) error {
+// finish sets the fields that refs decide, for a task of engine queue queue: the parent or flow F
+// names, in the queue H names or this one; the children R and B count when the task keeps workflow
+// keys (a flow step waiting for its parents has no workflow keys: it has not run).
+func (t *TaskInfo) finish(refs taskRefs, queue string) {
+	if refs.ref != "" {
+		q := queue
+		if refs.home != "" {
+			q = queueOfBase(refs.home)
+		}
+		if refs.child {
+			t.Parent, t.ParentQueue = refs.ref, q
+		} else {
+			t.Flow, t.FlowQueue = refs.ref, q
+		}
+	}
+	if t.HasWorkflow {
+		t.ChildrenNotEnded, t.FailedChildren = refs.unended, refs.failed
+	}
+}
+
+// set stores one field of the task hash (see lua/publish.lua and docs/data-model.md), those whose
+// meaning depends on others in refs; it ignores the fields it does not know.
+func (t *TaskInfo) set(k, v string, refs *taskRefs) error {
 	var err error
 	atoi := func(s string) int {
 		n, e := strconv.Atoi(s)
@@ -171,6 +231,29 @@ func (t *TaskInfo) set(k, v string) error {
 		t.Token, err = parseToken(v)
 	case "S":
 		t.State = stateCodes[v]
+	case "W":
+		if v != "" {
+			t.Waited = WaitKind(v[0])
+			if t.Waited == WaitSignal {
+				t.WaitedSignal = v[1:]
+			}
+		}
+	case "D":
+		t.HasWorkflow = true
+	case "R":
+		refs.unended = atoi(v)
+	case "B":
+		refs.failed = atoi(v)
+	case "P":
+		t.Progress = []byte(v)
+	case "Z":
+		t.KeptState = []byte(v)
+	case "F":
+		refs.ref = v
+	case "H":
+		refs.home = v
+	case "K":
+		refs.child = true
 	}
 	return err
 }

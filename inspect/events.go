@@ -1,14 +1,17 @@
 package inspect
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/payload"
 )
 
 // Event positions that start a listing rather than continue one (EventQuery.After).
@@ -39,8 +42,11 @@ type Event struct {
 	Position string    `json:"position"`
 	Shard    int       `json:"shard"`
 	Time     time.Time `json:"time"` // when it happened, on the Redis server's clock
-	// Kind is what happened: published, acked, retried, recovered, dead, cancelled, requeued,
-	// purged, released, or flow_started, flow_completed, flow_failed, flow_running.
+	// Kind is what happened: published, acked, retried, recovered, handed_back, dead, cancelled,
+	// requeued, purged, released, flow_started, flow_completed, flow_failed, flow_running, or, for
+	// dynamic workflows, waiting (a task parked until its children end or a signal comes), resumed
+	// (a parked task is pending again), signal (a signal was sent to a task) and progress (a
+	// running task reported its progress).
 	Kind string `json:"kind"`
 	// ID is the task's id, or the flow's for the flow events.
 	ID        string `json:"id"`
@@ -48,6 +54,40 @@ type Event struct {
 	Error     string `json:"error"`
 	DelayMS   int64  `json:"delay_ms"` // a retry's delay, in milliseconds
 	Step      string `json:"step"`     // the step a flow_failed or flow_running event is about
+	// Wait is what a waiting task waits for: WaitForChildren or WaitForSignal; "" for the other
+	// kinds.
+	Wait string `json:"wait"`
+	// Signal is the name of the signal a waiting task waits for, or of the signal a signal event
+	// sent.
+	Signal string `json:"signal"`
+	// Progress is the value a progress event reported, as JSON: a JSON value as it is, a msgpack
+	// one (the default codec's) decoded, anything else as a JSON string of its bytes (a byte that
+	// is not UTF-8 as U+FFFD); null for the other kinds.
+	Progress JSONValue `json:"progress"`
+}
+
+// JSONValue is the text of one JSON value, written into JSON as that value (not as a string),
+// and read back from any JSON value; "" is null. Unlike json.RawMessage it is comparable, so an
+// Event is too.
+type JSONValue string
+
+// MarshalJSON returns v's text, or null for "". The encoder fails on text that is not JSON.
+func (v JSONValue) MarshalJSON() ([]byte, error) {
+	if v == "" {
+		return []byte("null"), nil
+	}
+	return []byte(v), nil
+}
+
+// UnmarshalJSON keeps the text of the JSON value b, "" for null. It never fails: the decoder
+// gives it one valid value.
+func (v *JSONValue) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*v = ""
+		return nil
+	}
+	*v = JSONValue(b)
+	return nil
 }
 
 // EventPage is one page of events, oldest first.
@@ -157,10 +197,38 @@ func (in *Inspector) Events(ctx context.Context, queue string, q EventQuery) (Ev
 	return page, nil
 }
 
-// eventOf turns an event of shard i's stream into an Event.
+// eventOf turns an event of shard i's stream into an Event, its Detail into Wait, Signal or
+// Progress by its kind.
 func eventOf(ev engine.Event, shard int) Event {
-	return Event{Position: ev.Position, Shard: shard, Time: ev.Time, Kind: string(ev.Kind), ID: ev.ID,
+	out := Event{Position: ev.Position, Shard: shard, Time: ev.Time, Kind: string(ev.Kind), ID: ev.ID,
 		Partition: ev.Partition, Error: ev.Error, DelayMS: ev.Delay.Milliseconds(), Step: ev.Step}
+	switch ev.Kind {
+	case engine.EventWaiting:
+		switch {
+		case ev.Detail == string(engine.WaitChildren):
+			out.Wait = WaitForChildren
+		case strings.HasPrefix(ev.Detail, string(engine.WaitSignal)):
+			out.Wait, out.Signal = WaitForSignal, ev.Detail[1:]
+		}
+	case engine.EventSignal:
+		out.Signal = ev.Detail
+	case engine.EventProgress:
+		out.Progress = progressJSON([]byte(ev.Detail))
+	}
+	return out
+}
+
+// progressJSON is a progress value as JSON (Event.Progress).
+func progressJSON(v []byte) JSONValue {
+	switch format, js := payload.Decode(v); format {
+	case payload.FormatJSON, payload.FormatMsgpack:
+		return JSONValue(js)
+	}
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)  // as payload.Decode writes JSON: "<" stays "<"
+	_ = enc.Encode(string(v)) // a string always encodes
+	return JSONValue(bytes.TrimSuffix(js.Bytes(), []byte("\n")))
 }
 
 // parseEventCursor reads an EventQuery.After into a stream position per shard: "0" for the

@@ -170,6 +170,7 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		c.Acked += o.Acked
 		c.Rejected += o.Rejected
 		c.TakenBack += o.TakenBack
+		c.HandedBack += o.HandedBack
 		c.Recovered += o.Recovered
 		c.DeadLettered += o.DeadLettered
 		c.Requeued += o.Requeued
@@ -362,9 +363,10 @@ func (in *Inspector) InFlight(ctx context.Context, queue string, page Page) ([]I
 	return all[page.Offset:min(len(all), page.Offset+limit)], nil
 }
 
-// Task returns task id of queue, looked up on every shard. It fails with engine.ErrNotFound when no
-// shard holds it (never published, or acked) or the queue is unknown, with engine.ErrInvalid for
-// an invalid id, and with Redis's error.
+// Task returns task id of queue, looked up on every shard, with what a dynamic workflow keeps of
+// it: its children and what it waits for (one or two more round trips for a task of a workflow).
+// It fails with engine.ErrNotFound when no shard holds it (never published, or acked) or the queue
+// is unknown, with engine.ErrInvalid for an invalid id, and with Redis's error.
 func (in *Inspector) Task(ctx context.Context, queue, id string) (Task, error) {
 	engs, err := in.shards(ctx, queue)
 	if err != nil {
@@ -384,8 +386,11 @@ func (in *Inspector) Task(ctx context.Context, queue, id string) (Task, error) {
 	if err != nil {
 		return Task{}, fmt.Errorf("inspect: task %q of %q: %w", id, queue, err)
 	}
-	for _, t := range found {
+	for i, t := range found {
 		if t != nil {
+			if err := workflowOf(ctx, engs[i], t); err != nil {
+				return Task{}, fmt.Errorf("inspect: task %q of %q: %w", id, queue, err)
+			}
 			return *t, nil
 		}
 	}

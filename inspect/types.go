@@ -16,11 +16,15 @@ type Config struct {
 // Counters are a queue's monotonic counters since it was created, summed over its shards. Rates
 // are the differences between two readings divided by the time between their ServerTimes.
 type Counters struct {
-	Published    int64 `json:"published"`     // tasks added
-	Duplicates   int64 `json:"duplicates"`    // publishes refused as duplicates
-	Acked        int64 `json:"acked"`         // tasks completed
-	Rejected     int64 `json:"rejected"`      // rejects that sent a task back to pending
-	TakenBack    int64 `json:"taken_back"`    // later tasks of an ordered run returned with a rejected one
+	Published  int64 `json:"published"`  // tasks added
+	Duplicates int64 `json:"duplicates"` // publishes refused as duplicates
+	Acked      int64 `json:"acked"`      // tasks completed
+	Rejected   int64 `json:"rejected"`   // rejects that sent a task back to pending
+	TakenBack  int64 `json:"taken_back"` // later tasks of an ordered run returned with a rejected one
+	// HandedBack counts the tasks workers returned unrun, or cut off by their shutdown, without
+	// using an attempt (with the later tasks of an ordered run they took back); they are not
+	// counted in Rejected or TakenBack.
+	HandedBack   int64 `json:"handed_back"`
 	Recovered    int64 `json:"recovered"`     // expired leases taken back
 	DeadLettered int64 `json:"dead_lettered"` // tasks moved to the dead letters
 	Requeued     int64 `json:"requeued"`      // dead letters moved back to pending
@@ -268,8 +272,16 @@ type DeadSelector struct {
 	All    bool
 }
 
-// Task is one task's record, with the shard that holds it.
+// Task is one task's record, with the shard that holds it and what a dynamic workflow keeps of
+// it. Its State is engine.StateWaiting also for a task pending until the end of a sleep or of a
+// signal wait's time (Wait says until when); its ParentQueue and FlowQueue name queues, as the
+// Inspector's calls take them, not shards.
 type Task struct {
 	engine.TaskInfo
 	Shard int `json:"shard"`
+	// Wait is what the task waits for while it waits: its children, a signal, a time, or a flow
+	// step's parents; nil when it does not wait.
+	Wait *TaskWait `json:"wait"`
+	// Children are the children the task spawned, sorted by name; nil for none.
+	Children []TaskChild `json:"children"`
 }

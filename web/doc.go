@@ -8,8 +8,8 @@
 // (pending partition by partition, delayed, in flight, dead, completed; paged, with a search by
 // id, run now and cancel per task and for the selected), its dead letters (paged, filtered by
 // partition and error) with requeue and purge buttons, a task's page (payloads in JSON or msgpack
-// shown as JSON, every failed attempt's error; run now, cancel, or a dead letter's requeue and
-// purge), its workers (host, pid, queues, handlers running), its schedules (overdue ones
+// shown as JSON, every failed attempt's error, what a waiting task waits for, its progress, its
+// children and its parent; run now, cancel, or a dead letter's requeue and purge), its workers (host, pid, queues, handlers running), its schedules (overdue ones
 // flagged), its flows and each flow's DAG drawn as inline SVG with a cancel button per step, and
 // a live tail of its event stream. Everything
 // it needs, CSS and JavaScript included, is embedded: it works offline and loads nothing from

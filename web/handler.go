@@ -44,7 +44,8 @@ type handler struct {
 // partition with its due and delayed tasks, paged (GET /partition), its pending, delayed and
 // completed tasks (GET /tasks, with run now and cancel: POST /run-now, POST /cancel-tasks), its
 // tasks in flight (GET /inflight), its dead letters (GET /dead), one task with its payload decoded,
-// every failed attempt's error and its actions (GET /task), its workers (GET /workers), its
+// every failed attempt's error, what it waits for, its progress and children, and its actions (GET
+// /task), its workers (GET /workers), its
 // schedules (GET /schedules, with pause, resume, run now and delete), its flows (GET /flows), one
 // flow with its DAG (GET /flow) and the live tail of its events (GET /events), plus the JSON the
 // chart and the tail poll (GET /api/stats, GET /api/events). Mutations are POST only, need a same-origin request

@@ -332,7 +332,7 @@ func TestMetricsEscapeControlCharacters(t *testing.T) {
 }
 
 // TestMetricsFlowsAndHeld: the flow counters and gauges, the held partitions and the cancelled
-// count read the queues they name.
+// and handed-back counts read the queues they name.
 func TestMetricsFlowsAndHeld(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -349,6 +349,16 @@ func TestMetricsFlowsAndHeld(t *testing.T) {
 	ids := b.publish(orders, "", 1, "")
 	if _, err := b.in.Cancel(b.ctx, "orders", ids[0], ""); err != nil {
 		t.Fatal(err)
+	}
+	hb := b.queue("hb")
+	b.publish(hb, "", 2, "")
+	ds, err := hb.Engine().Fetch(b.ctx, "w", 2, time.Minute)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("fetch: %v %d", err, len(ds))
+	}
+	if res, err := hb.Engine().Reject(b.ctx, []engine.Rejection{{Receipt: ds[0].Receipt(), HandBack: true},
+		{Receipt: ds[1].Receipt(), HandBack: true}}); err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("hand back: %v %+v", err, res)
 	}
 	_, samples := scrape(t, m)
 	labelled := func(name, queue, key, v string) float64 {
@@ -383,9 +393,16 @@ func TestMetricsFlowsAndHeld(t *testing.T) {
 		{"flows failed", labelled("srq_queue_flows_total", "orders", "srq_flow_event", "failed"), 1},
 		{"flows completed", labelled("srq_queue_flows_total", "orders", "srq_flow_event", "completed"), 0},
 		{"cancelled", labelled("srq_queue_events_total", "orders", "srq_event", "cancelled"), 1},
+		{"handed back", labelled("srq_queue_events_total", "hb", "srq_event", "handed_back"), 2},
+		{"rejected", labelled("srq_queue_events_total", "hb", "srq_event", "rejected"), 0},
+		{"handed back by orders", labelled("srq_queue_events_total", "orders", "srq_event", "handed_back"), 0},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
 		}
+	}
+	// The queue page lists the counter too.
+	if page := b.mustGet("queue?q=hb"); !strings.Contains(page, `<tr><th>Handed back by stopping workers</th><td class="num">2</td></tr>`) {
+		t.Errorf("the queue page does not count the hand-backs:\n%s", page)
 	}
 }

@@ -147,6 +147,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	body := queueView{Stats: st, Counters: []counter{
 		{"Published", c.Published}, {"Duplicates refused", c.Duplicates}, {"Acked", c.Acked},
 		{"Rejected (sent back)", c.Rejected}, {"Taken back with a rejected task", c.TakenBack},
+		{"Handed back by stopping workers", c.HandedBack},
 		{"Recovered from expired leases", c.Recovered}, {"Dead-lettered", c.DeadLettered},
 		{"Requeued from the dead letters", c.Requeued}, {"Purged", c.Purged}, {"Trimmed by the caps", c.Trimmed},
 		{"Cancelled", c.Cancelled}, {"Flows started", c.FlowsStarted}, {"Flows completed", c.FlowsCompleted},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -535,5 +536,40 @@ func TestPermanentErrorReadsOnce(t *testing.T) {
 	code, out, _ = f.run("", "--queue", "q", "task", "b")
 	if code != 0 || !regexp.MustCompile(`(?m)^last error +card declined$`).MatchString(out) {
 		t.Errorf("srq task b: exit %d\n%s", code, out)
+	}
+}
+
+// TestHelpNamesEveryFlag: srq --help names every flag of every command it lists (a command's own
+// flags, which its --help describes), so that one page of help says what srq takes.
+func TestHelpNamesEveryFlag(t *testing.T) {
+	t.Parallel()
+	var top bytes.Buffer
+	if code := run(t.Context(), []string{"--help"}, strings.NewReader(""), &top, io.Discard); code != 0 {
+		t.Fatalf("srq --help: exit %d", code)
+	}
+	cmds := regexp.MustCompile(`(?m)^  ([a-z]+(?: [a-z]+)?)(?:\s{2,}| <| \[)`).FindAllStringSubmatch(top.String(), -1)
+	if len(cmds) < 20 {
+		t.Fatalf("found %d commands in the help: the parser is broken\n%s", len(cmds), top.String())
+	}
+	global := map[string]bool{}
+	for _, f := range regexp.MustCompile(`(?m)^  --?([a-z-]+)`).FindAllStringSubmatch(top.String(), -1) {
+		global[f[1]] = true
+	}
+	checked := 0
+	for _, c := range cmds {
+		var help bytes.Buffer
+		args := append(strings.Fields(c[1]), "--help")
+		if code := run(t.Context(), args, strings.NewReader(""), io.Discard, &help); code != 0 {
+			t.Fatalf("srq %s: exit %d\n%s", strings.Join(args, " "), code, help.String())
+		}
+		for _, f := range regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(help.String(), -1) {
+			checked++
+			if !global[f[1]] && !strings.Contains(top.String(), "--"+f[1]) {
+				t.Errorf("srq %s takes --%s, which srq --help does not name", c[1], f[1])
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("found %d flags in the commands' help: the parser is broken", checked)
 	}
 }

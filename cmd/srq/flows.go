@@ -218,6 +218,15 @@ func eventLine(ev inspect.Event) string {
 	if ev.DelayMS > 0 {
 		parts = append(parts, "delay="+(time.Duration(ev.DelayMS)*time.Millisecond).String())
 	}
+	if ev.Wait != "" {
+		parts = append(parts, "wait="+show(ev.Wait))
+	}
+	if ev.Signal != "" {
+		parts = append(parts, "signal="+strconv.Quote(oneLine(ev.Signal, 200)))
+	}
+	if ev.Progress != "" {
+		parts = append(parts, "progress="+escapeText(oneLine(string(ev.Progress), 200)))
+	}
 	if ev.Shard > 0 {
 		parts = append(parts, "shard="+strconv.Itoa(ev.Shard))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -391,5 +392,9 @@ type (
 		Error     string    `json:"error"`
 		DelayMS   int64     `json:"delay_ms"`
 		Step      string    `json:"step"`
+		Wait      string    `json:"wait"`
+		Signal    string    `json:"signal"`
+		// Progress is any JSON value, or null.
+		Progress json.RawMessage `json:"progress"`
 	}
 )

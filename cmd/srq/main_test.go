@@ -216,6 +216,7 @@ type (
 		Acked          int64 `json:"acked"`
 		Rejected       int64 `json:"rejected"`
 		TakenBack      int64 `json:"taken_back"`
+		HandedBack     int64 `json:"handed_back"`
 		Recovered      int64 `json:"recovered"`
 		DeadLettered   int64 `json:"dead_lettered"`
 		Requeued       int64 `json:"requeued"`

@@ -35,7 +35,7 @@ type ActionJSON struct {
 type TaskJSON struct {
 	ID            string            `json:"id"`
 	Shard         int               `json:"shard"`
-	State         string            `json:"state"` // pending, leased or dead
+	State         string            `json:"state"` // pending, leased, dead, waiting or cancelled
 	Partition     string            `json:"partition"`
 	Priority      int               `json:"priority"`
 	Attempts      int               `json:"attempts"`
@@ -50,6 +50,22 @@ type TaskJSON struct {
 	Payload       []byte            `json:"payload"` // base64
 	// Errors are the errors of its last failed deliveries, oldest first (engine.MaxAttemptErrors).
 	Errors []AttemptErrorJSON `json:"errors"`
+	// Wait is what the task waits for while it waits; null otherwise.
+	Wait *inspect.TaskWait `json:"wait"`
+	// Children are the children it spawned, by name; empty for none.
+	Children []inspect.TaskChild `json:"children"`
+	// Parent is the id of the task that spawned it, in ParentQueue; "" for none.
+	Parent      string `json:"parent"`
+	ParentQueue string `json:"parent_queue"`
+	// Flow is the id of the flow it is a step of, kept by FlowQueue; "" for none.
+	Flow      string `json:"flow"`
+	FlowQueue string `json:"flow_queue"`
+	// Progress is the last progress it reported, as its queue's codec encoded it (base64); null
+	// for none.
+	Progress []byte `json:"progress"`
+	// KeptState says it keeps a state for its next run, of KeptStateBytes bytes.
+	KeptState      bool `json:"kept_state"`
+	KeptStateBytes int  `json:"kept_state_bytes"`
 }
 
 // AttemptErrorJSON is the error of one failed delivery of a task.
@@ -92,6 +108,13 @@ func taskJSON(t inspect.Task) TaskJSON {
 		d := t.LeaseEnds
 		out.LeaseDeadline = &d
 	}
+	out.Wait, out.Children = t.Wait, t.Children
+	if out.Children == nil {
+		out.Children = []inspect.TaskChild{}
+	}
+	out.Parent, out.ParentQueue, out.Flow, out.FlowQueue = t.Parent, t.ParentQueue, t.Flow, t.FlowQueue
+	out.Progress = t.Progress
+	out.KeptState, out.KeptStateBytes = t.KeptState != nil, len(t.KeptState)
 	return out
 }
 
@@ -186,6 +209,7 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		counter("rejected", s.Rejected, rr.Rejected),
 		counter("dead-lettered", s.DeadLettered, rr.DeadLettered),
 		counter("recovered", s.Recovered, rr.Recovered),
+		[]string{"handed back", fmt.Sprint(s.HandedBack)},
 		[]string{"requeued / purged / trimmed", fmt.Sprintf("%d / %d / %d", s.Requeued, s.Purged, s.Trimmed)},
 		[]string{"cancelled", fmt.Sprint(s.Cancelled)},
 		[]string{"flows started / completed / failed", fmt.Sprintf("%d / %d / %d", s.FlowsStarted, s.FlowsCompleted, s.FlowsFailed)},
@@ -316,11 +340,27 @@ func printTask(w io.Writer, t TaskJSON) error {
 	if t.MaxAttempts > 0 {
 		attempts += fmt.Sprintf(" of %d", t.MaxAttempts)
 	}
-	rows := [][]string{
-		{"id", t.ID}, {"shard", fmt.Sprint(t.Shard)}, {"state", t.State}, {"partition", partName(t.Partition)},
+	rows := [][]string{{"id", t.ID}, {"shard", fmt.Sprint(t.Shard)}, {"state", t.State}}
+	if t.Wait != nil {
+		rows = append(rows, []string{"waits for", waitText(t.Wait)})
+	}
+	if t.Parent != "" {
+		rows = append(rows, []string{"parent", t.Parent + " in queue " + t.ParentQueue})
+	}
+	if t.Flow != "" {
+		rows = append(rows, []string{"flow", t.Flow + " of queue " + t.FlowQueue})
+	}
+	rows = append(rows, [][]string{
+		{"partition", partName(t.Partition)},
 		{"priority", fmt.Sprint(t.Priority)}, {"attempts", attempts}, {"crashes", fmt.Sprint(t.Crashes)},
 		{"enqueued at", ts(t.EnqueuedAt)}, {"available at", ts(t.AvailableAt)},
 		{"consumer", cmpStr(t.Consumer, "-")}, {"lease deadline", lease}, {"last error", cmpStr(oneLine(t.LastError, 200), "-")},
+	}...)
+	if t.Progress != nil {
+		rows = append(rows, []string{"progress", payloadText(t.Progress)})
+	}
+	if t.KeptState {
+		rows = append(rows, []string{"kept state", fmt.Sprintf("%d byte%s", t.KeptStateBytes, plural(t.KeptStateBytes))})
 	}
 	for _, e := range t.Errors {
 		rows = append(rows, []string{fmt.Sprintf("error of attempt %d", e.Attempt), ts(e.At) + " " + oneLine(e.Error, 200)})
@@ -329,7 +369,39 @@ func printTask(w io.Writer, t TaskJSON) error {
 		rows = append(rows, []string{"header " + k, t.Headers[k]})
 	}
 	rows = append(rows, []string{"payload", payloadText(t.Payload)})
-	return table(w, rows)
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	if len(t.Children) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	crows := [][]string{{"CHILD", "ID", "QUEUE", "SHARD", "STATE", "POLICY"}}
+	for _, c := range t.Children {
+		crows = append(crows, []string{c.Name, c.ID, c.Queue, fmt.Sprint(c.Shard), c.State, c.Policy})
+	}
+	return table(w, crows)
+}
+
+// waitText says what a waiting task waits for, and until when.
+func waitText(w *inspect.TaskWait) string {
+	var s string
+	switch w.For {
+	case inspect.WaitForChildren:
+		s = fmt.Sprintf("children: %d of %d ended", w.ChildrenDone, w.ChildrenTotal)
+	case inspect.WaitForSignal:
+		s = "signal " + strconv.Quote(w.Signal)
+	case inspect.WaitForSleep:
+		s = "sleep"
+	case inspect.WaitForParents:
+		s = "parents (flow step)"
+	default:
+		s = w.For
+	}
+	if !w.Until.IsZero() {
+		s += ", until " + ts(w.Until)
+	}
+	return s
 }
 
 func cmpStr(s, alt string) string {

@@ -56,10 +56,11 @@ Commands:
   events                       the newest --limit events (default 20), or those after --from P (0: the oldest;
                                now: none before); --follow keeps printing them as they come
   queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
-` + scheduleUsage + `  watch                        refresh stats every --interval, with rates
+` + scheduleUsage + `  watch                        refresh stats every --interval, with rates; --count N stops after N
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
-                               --read-only, --user and $SRQ_WEB_PASSWORD (basic auth), --insecure-public,
-                               --allowed-host H (a host name it answers to, beside localhost; repeatable)
+                               --read-only, --user with $SRQ_WEB_PASSWORD or --password-file F (basic auth),
+                               --insecure-public, --allowed-host H (a host name it answers to, beside
+                               localhost; repeatable)
 
 A partition is named as stored: an ordered partition's key starts with "!" (--partition '!42').
 

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/partition"
@@ -68,5 +69,31 @@ func TestPauseNamesTheOrderedSibling(t *testing.T) {
 	}
 	if sibling(partition.Base) != "" || sibling("!") != "" || sibling("!a") != "a" || sibling("a") != "!a" {
 		t.Error("sibling")
+	}
+}
+
+// TestStatsHandedBack: stats counts the tasks workers handed back apart from the rejected ones, in
+// its table and as handed_back in --json.
+func TestStatsHandedBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, err := f.eng.Publish(f.ctx, []engine.Message{{ID: "a"}, {ID: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.eng.Fetch(f.ctx, "w", 2, time.Minute)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("fetch: %v %d", err, len(ds))
+	}
+	res, err := f.eng.Reject(f.ctx, []engine.Rejection{{Receipt: ds[0].Receipt(), HandBack: true},
+		{Receipt: ds[1].Receipt(), HandBack: true}})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("hand back: %v %+v", err, res)
+	}
+	if out := f.ok("", "--queue", "q", "stats"); !strings.Contains(out, "\nhanded back                         2\n") ||
+		!strings.Contains(out, "\nrejected                            0\n") {
+		t.Errorf("stats:\n%s", out)
+	}
+	if s := decodeStrict[jsonStats](t, f.ok("", "--queue", "q", "--json", "stats")); s.HandedBack != 2 || s.Rejected != 0 {
+		t.Errorf("stats --json: handed_back %d, rejected %d; want 2, 0", s.HandedBack, s.Rejected)
 	}
 }

@@ -41,6 +41,10 @@
     var details = [];
     if (ev.step) details.push("step " + ev.step);
     if (ev.delay_ms) details.push("delay " + ev.delay_ms + "ms");
+    if (ev.wait === "children") details.push("waits for its children");
+    else if (ev.wait === "signal") details.push("waits for signal " + ev.signal);
+    else if (ev.signal) details.push("signal " + ev.signal);
+    if (ev.progress !== null && ev.progress !== undefined) details.push("progress " + JSON.stringify(ev.progress));
     if (ev.error) details.push(ev.error);
     cell(tr, details.join(" "), "err");
     return tr;
