@@ -5,6 +5,12 @@
 //
 //   - TestWorkersKilled: worker processes (this test binary, re-executed) are killed with SIGKILL
 //     at random points of a 20,000-task run over ordered and unordered partitions;
+//   - TestWorkflowWorkersKilled: workflow parents spawn typed children to two queues, wait for
+//     them and read their results while worker processes are killed with SIGKILL at each point
+//     of a workflow: after a spawn, before its wait is recorded; between a child's registration
+//     with its parent and its publish; while the parent waits; while children finish as their
+//     parent is delivered again; before the parent's last ack. Every parent completes with its
+//     children's results and no child is created twice;
 //   - TestStalledWorkerIsFenced: a worker stopped with SIGSTOP past its lease, then resumed, has
 //     its late ack refused while the new holder completes the task;
 //   - TestStalledWorkerStartsNoExpiredLease: a worker stopped with SIGSTOP past its lease with

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -34,7 +35,8 @@ type helperConfig struct {
 	// <id> <token>" when it starts, return nil late, then shut down. Mode "hold": as "work", but
 	// hold every first delivery of a task whose id starts with Hold as "stall" holds the first task,
 	// and go on working. Mode "schedule": fire the queue's schedules with a Scheduler until
-	// SIGTERM, running no worker (scheduleMain).
+	// SIGTERM, running no worker (scheduleMain). Mode "workflow": run the parents of Queue and
+	// their children until SIGTERM, holding them at the points the test kills at (workflowMain).
 	Mode        string
 	Hold        string // the prefix of the ids of the tasks mode "hold" holds
 	CheckLeases bool   // record with LeaseMiddleware: check each lease in Redis as its handler starts
@@ -73,8 +75,11 @@ func helperMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	fmt.Println(helperReady) // SIGTERM now shuts down gracefully (proc.stop waits for this)
-	if cfg.Mode == "schedule" {
+	switch cfg.Mode {
+	case "schedule":
 		return scheduleMain(ctx, c, cfg)
+	case "workflow":
+		return workflowMain(ctx, c, cfg, rec)
 	}
 	h := work(cfg.Work)
 	switch cfg.Mode {
@@ -129,9 +134,10 @@ func helperMain() int {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	log    string        // the file its stderr (the worker's JSON logs) goes to
-	lines  chan string   // its stdout, line by line (but helperReady); closed at EOF
-	ready  chan struct{} // closed when it printed helperReady: it handles SIGTERM from then on
+	in     io.WriteCloser // its stdin, which only mode "workflow" reads
+	log    string         // the file its stderr (the worker's JSON logs) goes to
+	lines  chan string    // its stdout, line by line (but helperReady); closed at EOF
+	ready  chan struct{}  // closed when it printed helperReady: it handles SIGTERM from then on
 	exited chan struct{}
 	err    error // how it exited, once exited is closed
 }
@@ -153,6 +159,9 @@ func startHelper(t *testing.T, dir string, cfg helperConfig) *proc {
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if p.in, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
