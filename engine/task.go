@@ -49,10 +49,11 @@ type TaskInfo struct {
 
 	// The fields of dynamic workflows (lua/includes/flow.lua); zero for a task that has none.
 
-	// Waited is what the task's last wait was for: WaitSleep, WaitSignal (WaitedSignal names the
-	// signal) or WaitChildren; 0 when it never waited. It stays when the wait ends: the task waits
-	// now while it is parked (StateWaiting) or, for a sleep or a signal wait with a time, while it
-	// is pending until that time.
+	// Waited is what the task waits for while a wait of it lasts: WaitSleep, WaitSignal
+	// (WaitedSignal names the signal) or WaitChildren; 0 otherwise. The task is parked
+	// (StateWaiting) or, for a sleep or a signal wait with a time, pending until that time; the
+	// wait ends when what it waits for comes or a worker takes the task (WorkflowOf then reads it
+	// as the task's last wait).
 	Waited       WaitKind
 	WaitedSignal string
 	// HasWorkflow says the task keeps workflow keys: it spawned children (Children lists them), or

@@ -95,7 +95,7 @@ func TestTaskWorkflowFields(t *testing.T) {
 		want wf
 	}{
 		{b.eng, "parent", wf{State: StateWaiting, Waited: WaitChildren, HasWorkflow: true, ChildrenNotEnded: 2, Progress: "half", KeptState: "st"}},
-		{b.eng, "failed", wf{State: StatePending, Waited: WaitChildren, HasWorkflow: true, FailedChildren: 1}},
+		{b.eng, "failed", wf{State: StatePending, HasWorkflow: true, FailedChildren: 1}}, // its wait ended
 		{other, "parent/b", wf{State: StateLeased, Parent: "parent", ParentQueue: q}},
 		{b.eng, "parent/here", wf{State: StatePending, Parent: "parent", ParentQueue: q}},
 		{b.eng, "sleeper", wf{State: StatePending, Waited: WaitSleep}},

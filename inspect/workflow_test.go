@@ -101,8 +101,8 @@ func TestTaskWaits(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	// Once short runs again and is sent back with a retry's delay, Task reads its last wait, a
-	// sleep: it shows as sleeping until its retry.
+	// Once short runs again its sleep is over: sent back with a retry's delay, it is pending, not
+	// sleeping.
 	ds, err = b.eng(p0).Fetch(b.ctx, "w", 10, time.Minute) // short, child b and step s1
 	i := slices.IndexFunc(ds, func(d engine.Delivery) bool { return d.ID == "short" })
 	if err != nil || i < 0 {
@@ -111,8 +111,8 @@ func TestTaskWaits(t *testing.T) {
 	if res, err := b.eng(p0).Reject(b.ctx, []engine.Rejection{{Receipt: ds[i].Receipt(), Delay: time.Hour, Reason: "again"}}); err != nil || res[0].Err != nil {
 		t.Fatalf("retry short: %v %+v", err, res)
 	}
-	if st, err := b.in.Task(b.ctx, b.queue, "short"); err != nil || st.State != engine.StateWaiting || st.Wait == nil ||
-		st.Wait.For != WaitForSleep || !st.Wait.Until.Equal(st.AvailableAt) || st.LastError != "again" {
+	if st, err := b.in.Task(b.ctx, b.queue, "short"); err != nil || st.State != engine.StatePending || st.Wait != nil ||
+		st.Waited != 0 || st.LastError != "again" {
 		t.Fatalf("short retried after its sleep: %+v %v", st, err)
 	}
 
