@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/internal/redistest"
 )
 
-// A parent whose first attempt fails after it spawned runs again and spawns the same names: each
-// is a duplicate, and no child runs twice; spawning a name again after the child ended is a
-// duplicate too, and the results are there.
+// A parent whose first attempt fails after it spawned runs again and spawns the same names, with
+// other values: each is a duplicate, no child runs twice, and the results are those of the first
+// spawns; spawning a name again after the child ended is a duplicate too.
 func TestWorkflowRetrySpawnsNothingTwice(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -65,9 +66,14 @@ func TestWorkflowRetrySpawnsNothingTwice(t *testing.T) {
 			done <- got
 			return nil
 		}
+		// The second attempt decides otherwise: 10 and 20.
+		scale := 1
+		if t.Attempt > 1 {
+			scale = 10
+		}
 		res, err := srq.SpawnBatch(ctx, t.Delivery, items, []srq.Spawned[lineItem]{
-			{Name: "a", Value: lineItem{Qty: 1}},
-			{Name: "b", Value: lineItem{Qty: 2}},
+			{Name: "a", Value: lineItem{Qty: 1 * scale}},
+			{Name: "b", Value: lineItem{Qty: 2 * scale}},
 		})
 		if err != nil {
 			return err
@@ -118,7 +124,7 @@ func TestWorkflowRetrySpawnsNothingTwice(t *testing.T) {
 func TestWorkflowIgnoreFailure(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	q, _ := newQueue[lineItem](t, srq.QueueConfig{})
+	q, _ := newQueue[lineItem](t, srq.QueueConfig{Events: 100})
 	release := make(chan struct{})
 	type seen struct {
 		results  map[string]priced
@@ -196,6 +202,19 @@ func TestWorkflowIgnoreFailure(t *testing.T) {
 	}
 	if len(s.children) != 2 || s.children[0].State != "dead" || s.children[1].State != "succeeded" {
 		t.Errorf("children %+v, want bad dead and slow succeeded", s.children)
+	}
+	evs, err := q.Engine().Events(ctx, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := 0
+	for _, ev := range evs {
+		if ev.Kind == engine.EventWaiting && ev.ID == "p" && ev.Detail == "c" {
+			parked++
+		}
+	}
+	if parked != 1 {
+		t.Errorf("%d waiting events for the parent with Detail c, want 1", parked)
 	}
 }
 
@@ -443,17 +462,35 @@ func TestWorkflowCancelledChildIsAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := make(chan error, 1)
+	type seen struct {
+		err      error
+		children []srq.Child
+	}
+	ran := make(chan seen, 1)
+	dup := make(chan bool, 1)
 	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
 		if _, again, _ := srq.State[bool](ctx, t.Delivery); again {
-			_, err := srq.ChildResult[string](ctx, t.Delivery, "x")
-			ran <- err
+			var s seen
+			_, s.err = srq.ChildResult[string](ctx, t.Delivery, "x")
+			cs, err := t.Children(ctx)
+			if err != nil {
+				return err
+			}
+			s.children = cs
+			ran <- s
 			return nil
 		}
 		// Due in an hour: it is pending when the test cancels it.
-		if _, err := srq.Spawn(ctx, t.Delivery, kids, "x", "x", &srq.SpawnOpts{Publish: srq.PublishOpts{Delay: time.Hour}}); err != nil {
+		opts := &srq.SpawnOpts{Publish: srq.PublishOpts{Delay: time.Hour}}
+		if _, err := srq.Spawn(ctx, t.Delivery, kids, "x", "x", opts); err != nil {
 			return err
 		}
+		// Spawned again while it is pending: a duplicate.
+		res, err := srq.Spawn(ctx, t.Delivery, kids, "x", "x", opts)
+		if err != nil {
+			return err
+		}
+		dup <- res.Duplicate
 		if err := t.SetState(true); err != nil {
 			return err
 		}
@@ -480,11 +517,17 @@ func TestWorkflowCancelledChildIsAFailure(t *testing.T) {
 	if err := kids.Cancel(ctx, "p/x"); err != nil {
 		t.Fatal(err)
 	}
+	if !<-dup {
+		t.Error("a second spawn of a pending child is not a duplicate")
+	}
 	select {
-	case err := <-ran:
+	case s := <-ran:
 		var failed *srq.TaskFailedError
-		if !errors.As(err, &failed) || failed.State != "cancelled" {
-			t.Fatalf("ChildResult(x): %v, want it cancelled", err)
+		if !errors.As(s.err, &failed) || failed.State != "cancelled" {
+			t.Errorf("ChildResult(x): %v, want it cancelled", s.err)
+		}
+		if len(s.children) != 1 || s.children[0].State != "cancelled" {
+			t.Errorf("children %+v, want x cancelled", s.children)
 		}
 	case <-ctx.Done():
 		t.Fatal("the parent did not run again")
@@ -579,6 +622,13 @@ func TestSpawnRefusesInvalidChildren(t *testing.T) {
 		}
 		_, err := srq.SpawnBatch(ctx, t.Delivery, q, []srq.Spawned[string]{{Name: "twin"}, {Name: "twin"}})
 		out = append(out, result{name: "twin twice", err: err})
+		cs, err := t.Children(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			out = append(out, result{name: "child " + c.Name})
+		}
 		results <- out
 		return nil
 	}), srq.WorkerConfig{Logger: quiet})
@@ -595,7 +645,10 @@ func TestSpawnRefusesInvalidChildren(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no run")
 	}
-	for i, r := range out {
+	if len(out) != 8 || out[7].name != "child "+strings.Repeat("n", 64) {
+		t.Fatalf("results %v: want 7 spawns and one child, of 64 bytes", out)
+	}
+	for i, r := range out[:7] {
 		ok := i == 3 // the name of 64 bytes
 		if ok && r.err != nil || !ok && !errors.Is(r.err, srq.ErrInvalid) {
 			t.Errorf("Spawn %q: %v", r.name, r.err)
@@ -604,7 +657,7 @@ func TestSpawnRefusesInvalidChildren(t *testing.T) {
 }
 
 // Queue.Signal fails with ErrNotFound for a task that does not exist and with ErrInvalid for a
-// name over 128 bytes or empty; a task that reported no progress has none.
+// name over 128 bytes, empty or holding NUL; a task that reported no progress has none.
 func TestSignalAndProgressOfUnknownTasks(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -621,9 +674,9 @@ func TestSignalAndProgressOfUnknownTasks(t *testing.T) {
 	if _, ok, err := srq.ProgressOf[int](ctx, q, "t"); ok || err != nil {
 		t.Errorf("ProgressOf a task that reported none: %v, %v; want false, nil", ok, err)
 	}
-	for _, name := range []string{"", strings.Repeat("s", 129)} {
+	for _, name := range []string{"", strings.Repeat("s", 129), "a\x00b"} {
 		if _, err := q.Signal(ctx, "t", name, "v"); !errors.Is(err, srq.ErrInvalid) {
-			t.Errorf("Signal named %d bytes: %v, want ErrInvalid", len(name), err)
+			t.Errorf("Signal named %q: %v, want ErrInvalid", name, err)
 		}
 	}
 	if taken, err := q.Signal(ctx, "t", strings.Repeat("s", 128), "v"); err != nil || !taken {
@@ -1022,5 +1075,375 @@ func TestSignalDuringRetryBackoffIsKept(t *testing.T) {
 	}
 	if n, err := w.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce during the backoff ran %d tasks (%v), want none", n, err)
+	}
+}
+
+// A run that fails after a wait is retried with the state of that wait: a state set by a run that
+// does not wait is not kept.
+func TestWorkflowRetryKeepsTheLastWaitsState(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	states := make(chan int, 4)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		st, _, err := srq.State[int](ctx, t.Delivery)
+		if err != nil {
+			return err
+		}
+		states <- st
+		switch {
+		case st == 0:
+			if err := t.SetState(99); err != nil {
+				return err
+			}
+			if err := t.SetState(1); err != nil { // replaces 99
+				return err
+			}
+			return srq.Sleep(0)
+		case t.Attempt == 1:
+			if err := t.SetState(2); err != nil {
+				return err
+			}
+			return errors.New("fails after setting a state")
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet, Retry: srq.ExponentialBackoff(10*time.Millisecond, 10*time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	if _, err := q.Publish(ctx, "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for len(got) < 3 {
+		select {
+		case st := <-states:
+			got = append(got, st)
+		case <-ctx.Done():
+			t.Fatalf("runs saw states %v", got)
+		}
+	}
+	if !slices.Equal(got, []int{0, 1, 1}) {
+		t.Fatalf("runs saw states %v, want 0, then 1 (after the wait), then 1 again (the retry)", got)
+	}
+}
+
+// Once a child spawned with FailDependents has failed, every wait for the children ends at once:
+// the parent runs again while its other children still run.
+func TestWorkflowWaitAfterAFailedChildEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	release := make(chan struct{})
+	defer close(release)
+	runs := make(chan []srq.Child, 4)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		switch t.Value {
+		case "bad":
+			return srq.Permanent(errors.New("no"))
+		case "slow":
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		st, _, err := srq.State[int](ctx, t.Delivery)
+		if err != nil {
+			return err
+		}
+		if st == 0 {
+			for _, name := range []string{"bad", "slow"} {
+				if _, err := srq.Spawn(ctx, t.Delivery, q, name, name, nil); err != nil {
+					return err
+				}
+			}
+		} else {
+			cs, err := t.Children(ctx)
+			if err != nil {
+				return err
+			}
+			runs <- cs
+			if st == 2 {
+				return nil
+			}
+		}
+		if err := t.SetState(st + 1); err != nil {
+			return err
+		}
+		return srq.WaitChildren()
+	}), srq.WorkerConfig{Concurrency: 4, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	if _, err := q.Publish(ctx, "parent", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		select {
+		case cs := <-runs:
+			if len(cs) != 2 || cs[0].State != "dead" || cs[1].State != "pending" {
+				t.Fatalf("run %d after a wait: children %+v, want bad dead and slow running", i, cs)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no run %d after a wait", i)
+		}
+	}
+}
+
+// Cancelling a task that waits for a signal in an ordered partition ends it, and the partition
+// goes on with the task behind it.
+func TestWorkflowCancelWaitingTaskReleasesItsPartition(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	ran := make(chan string, 4)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		ran <- t.Value
+		if t.Value == "first" {
+			return srq.WaitSignal("go", 0)
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := srq.PublishOpts{Partition: "acct", Ordered: true, KeepResult: time.Hour}
+	res, err := q.PublishBatch(ctx, []srq.Message[string]{{Value: "first", Opts: opts}, {Value: "second", Opts: opts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	waitFor(t, "the first task to wait", func() bool {
+		ti, err := q.Engine().Task(ctx, res[0].ID)
+		return err == nil && ti.State == "waiting"
+	})
+	if err := q.Cancel(ctx, res[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case v := <-ran:
+			got = append(got, v)
+		case <-ctx.Done():
+			t.Fatalf("ran %v: the partition did not go on after the cancel", got)
+		}
+	}
+	if _, err := q.Signal(ctx, res[0].ID, "go", ""); !errors.Is(err, srq.ErrNotFound) {
+		t.Errorf("Signal to the cancelled task: %v, want ErrNotFound", err)
+	}
+	var failed *srq.TaskFailedError
+	if _, err := srq.ResultOf[string](ctx, q, res[0].ID); !errors.As(err, &failed) || failed.State != "cancelled" {
+		t.Errorf("the cancelled task's outcome: %v, want cancelled", err)
+	}
+}
+
+// A signal sent to a task before its first run is kept: the task's wait for it ends at once, and
+// the task is never parked.
+func TestSignalBeforeTheFirstRunIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{Events: 100})
+	if _, err := q.Publish(ctx, "x", &srq.PublishOpts{ID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if taken, err := q.Signal(ctx, "x", "go", "early"); err != nil || !taken {
+		t.Fatalf("Signal to a pending task: %v, %v", taken, err)
+	}
+	got := make(chan string, 1)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		if _, again, _ := srq.State[bool](ctx, t.Delivery); again {
+			v, err := srq.SignalValue[string](ctx, t.Delivery, "go")
+			if err != nil {
+				return err
+			}
+			got <- v
+			return nil
+		}
+		if err := t.SetState(true); err != nil {
+			return err
+		}
+		return srq.WaitSignal("go", 0)
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	select {
+	case v := <-got:
+		if v != "early" {
+			t.Errorf("SignalValue %q", v)
+		}
+	case <-ctx.Done():
+		t.Fatal("the wait did not end")
+	}
+	evs, err := q.Engine().Events(ctx, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Kind == engine.EventWaiting {
+			t.Errorf("the task was parked: %+v", ev)
+		}
+	}
+}
+
+// A signal that comes after its wait timed out, while the task runs again, is kept for the next
+// wait, which ends at once with it.
+func TestSignalAfterATimeoutIsKeptForTheNextWait(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	type run struct {
+		value string
+		err   error
+	}
+	runs := make(chan run, 4)
+	running, sent := make(chan struct{}), make(chan struct{})
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		st, _, err := srq.State[int](ctx, t.Delivery)
+		if err != nil {
+			return err
+		}
+		if st > 0 {
+			var r run
+			r.value, r.err = srq.SignalValue[string](ctx, t.Delivery, "go")
+			runs <- r
+		}
+		switch st {
+		case 1: // timed out: the test signals while this run goes on
+			close(running)
+			<-sent
+		case 2:
+			return nil
+		}
+		if err := t.SetState(st + 1); err != nil {
+			return err
+		}
+		return srq.WaitSignal("go", 100*time.Millisecond)
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	if _, err := q.Publish(ctx, "x", &srq.PublishOpts{ID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the task did not run after its timeout")
+	}
+	if taken, err := q.Signal(ctx, "x", "go", "late"); err != nil || !taken {
+		t.Fatalf("Signal: %v, %v", taken, err)
+	}
+	close(sent)
+	for i, want := range []run{{"", srq.ErrSignalTimeout}, {"late", nil}} {
+		select {
+		case r := <-runs:
+			if r.value != want.value || !errors.Is(r.err, want.err) {
+				t.Errorf("run %d: %q, %v; want %q, %v", i+2, r.value, r.err, want.value, want.err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no run %d", i+2)
+		}
+	}
+}
+
+// A task's progress is told on the event stream with the value as its queue's codec encodes it.
+func TestWorkflowProgressEventDetail(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{Events: 100})
+	reported := make(chan error, 1)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		reported <- t.Progress(ctx, map[string]int{"rows": 1200})
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	if _, err := q.Publish(ctx, "import", &srq.PublishOpts{ID: "imp"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-reported; err != nil {
+		t.Fatal(err)
+	}
+	want, err := codec.MsgPack{}.Marshal(map[string]int{"rows": 1200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := q.Engine().Events(ctx, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Kind == engine.EventProgress {
+			if ev.ID != "imp" || ev.Detail != string(want) {
+				t.Errorf("progress event %+v, want Detail %q", ev, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no progress event")
+}
+
+// A flow step's handler spawns children and waits for them like any handler; the flow goes on
+// when the step, done with its children, succeeds.
+func TestWorkflowFlowStepSpawns(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[string](t, srq.QueueConfig{})
+	kids, err := srq.NewQueue[string](c, srq.QueueConfig{Name: q.Name() + "-kids"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kw, err := srq.NewWorker(kids, srq.ResultHandlerFunc[string, string](func(_ context.Context, t *srq.Task[string]) (string, error) {
+		return "k" + t.Value, nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, kw)
+	w, err := srq.NewWorker(q, srq.ResultHandlerFunc[string, string](func(ctx context.Context, t *srq.Task[string]) (string, error) {
+		if t.Step() == "b" {
+			r, err := srq.ParentResult[string](ctx, t.Delivery, "a")
+			return "b after " + r, err
+		}
+		if _, again, err := srq.State[bool](ctx, t.Delivery); err != nil {
+			return "", err
+		} else if again {
+			rs, err := srq.ChildResults[string](ctx, t.Delivery)
+			return rs["x"] + rs["y"], err
+		}
+		for _, name := range []string{"x", "y"} {
+			if _, err := srq.Spawn(ctx, t.Delivery, kids, name, name, nil); err != nil {
+				return "", err
+			}
+		}
+		if err := t.SetState(true); err != nil {
+			return "", err
+		}
+		return "", srq.WaitChildren()
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	a := q.Step("a", "a", nil)
+	b := q.Step("b", "b", nil).After(a)
+	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "f", Steps: []*srq.Step{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the flow to complete", func() bool {
+		f, err := q.Flow(ctx, "f")
+		return err == nil && f.State == srq.FlowCompleted
+	})
+	if r, err := srq.ResultOf[string](ctx, q, "f/b"); err != nil || r != "b after kxky" {
+		t.Fatalf("the last step's result: %q, %v", r, err)
 	}
 }
