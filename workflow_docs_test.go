@@ -126,6 +126,9 @@ func TestWorkflowIgnoreFailure(t *testing.T) {
 	ctx := testCtx(t)
 	q, _ := newQueue[lineItem](t, srq.QueueConfig{Events: 100})
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // before the worker stops, should the test fail first
 	type seen struct {
 		results  map[string]priced
 		err      error
@@ -173,15 +176,18 @@ func TestWorkflowIgnoreFailure(t *testing.T) {
 	if _, err := q.Publish(ctx, lineItem{SKU: "parent"}, &srq.PublishOpts{ID: "p"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bad to die", func() bool {
+	// bad dies, and the parent still waits for slow: it is parked, not pending.
+	waitFor(t, "bad to die and the parent to wait", func() bool {
 		st, err := q.Stats(ctx)
-		return err == nil && st.Dead == 1
+		ti, err2 := q.Engine().Task(ctx, "p")
+		return err == nil && st.Dead == 1 && err2 == nil && ti.State == "waiting"
 	})
-	// The parent still waits for slow: it is parked, not pending.
-	if ti, err := q.Engine().Task(ctx, "p"); err != nil || ti.State != "waiting" {
-		t.Fatalf("the parent after bad died: %+v, %v; want it waiting", ti, err)
+	select {
+	case s := <-ran:
+		t.Fatalf("the parent ran again before slow ended: %+v", s)
+	default:
 	}
-	close(release)
+	free()
 	var s seen
 	select {
 	case s = <-ran:
@@ -309,7 +315,7 @@ func TestWorkflowSleepUnordered(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	q, _ := newQueue[string](t, srq.QueueConfig{})
-	const nap = 700 * time.Millisecond
+	const nap = 2 * time.Second // ample for the other task to run first, on a loaded machine too
 	type run struct {
 		value   string
 		attempt int
