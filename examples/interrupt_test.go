@@ -39,7 +39,7 @@ func TestExamplesStopOnSIGINT(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	if len(names) < 5 {
+	if len(names) < 6 {
 		t.Fatalf("found examples %v", names)
 	}
 	// One go build for all, sharing its work.
