@@ -986,21 +986,10 @@ func TestWorkflowChildEndCostDoesNotGrowWithSiblings(t *testing.T) {
 	t.Logf("Redis commands per child: %.1f with 20 children, %.1f with 400", perChild[20], perChild[400])
 }
 
-// skipSignalDefect skips a test of what the signal API promises that the engine does not do yet:
-// lua/signal.lua takes a task whose last wait was for signal name as still waiting for it, until
-// it waits again (the record's W is never cleared when the wait ends), so a second signal of that
-// name sent after the first ended the wait replaces the first and resumes the task at once,
-// instead of being kept for its next wait.
-func skipSignalDefect(t *testing.T) {
-	t.Helper()
-	t.Skip("engine defect: lua/signal.lua treats a task whose wait for the signal ended as still waiting for it")
-}
-
 // A signal sent after one of the same name ended the task's wait, before the task runs again, is
 // kept for its next wait: the task reads the first, and its next wait ends at once with the second.
 func TestSignalAfterItsWaitEndedIsKept(t *testing.T) {
 	t.Parallel()
-	skipSignalDefect(t)
 	ctx := testCtx(t)
 	q, _ := newQueue[string](t, srq.QueueConfig{})
 	var got []string
@@ -1052,7 +1041,6 @@ func TestSignalAfterItsWaitEndedIsKept(t *testing.T) {
 // the backoff short, also when its last wait was for that signal.
 func TestSignalDuringRetryBackoffIsKept(t *testing.T) {
 	t.Parallel()
-	skipSignalDefect(t)
 	ctx := testCtx(t)
 	q, _ := newQueue[string](t, srq.QueueConfig{})
 	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
