@@ -628,3 +628,77 @@ func TestWorkflowParkedTaskHoldsOrderedPartition(t *testing.T) {
 		t.Fatalf("completed %v, want 1, 2, 3", done)
 	}
 }
+
+// A parent published again with its id, after it completed, spawns children of names it used
+// before: they are duplicates, and it reads what they left (their outcomes are kept), in its
+// queue and in another.
+func TestWorkflowParentPublishedAgain(t *testing.T) {
+	t.Parallel()
+	for _, other := range []bool{false, true} {
+		t.Run(fmt.Sprint("other queue ", other), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			q, c := newQueue[string](t, srq.QueueConfig{})
+			kids := q
+			if other {
+				var err error
+				kids, err = srq.NewQueue[string](c, srq.QueueConfig{Name: q.Name() + "-kids"})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			type out struct {
+				dup bool
+				res map[string]string
+				err error
+			}
+			done := make(chan out, 4)
+			var lastDup atomic.Bool
+			h := srq.HandlerFunc[string](func(ctx context.Context, tk *srq.Task[string]) error {
+				if tk.Value == "child" {
+					return tk.SetResult("r-" + tk.ID)
+				}
+				if _, again, _ := srq.State[bool](ctx, tk.Delivery); !again {
+					res, err := srq.Spawn(ctx, tk.Delivery, kids, "c", "child", nil)
+					if err != nil {
+						return err
+					}
+					lastDup.Store(res.Duplicate)
+					if err := tk.SetState(true); err != nil {
+						return err
+					}
+					return srq.WaitChildren()
+				}
+				res, err := srq.ChildResults[string](ctx, tk.Delivery)
+				done <- out{lastDup.Load(), res, err}
+				return nil
+			})
+			served := []srq.Served{srq.Serve(q, h, nil)}
+			if other {
+				served = append(served, srq.Serve(kids, h, nil))
+			}
+			w, err := srq.NewWorkerOf(srq.WorkerConfig{Logger: quiet}, served...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runWorker(t, w)
+			for round := 1; round <= 2; round++ {
+				if _, err := q.Publish(ctx, "parent", &srq.PublishOpts{ID: "p1"}); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case o := <-done:
+					if o.dup != (round == 2) || o.err != nil || len(o.res) != 1 || o.res["c"] != "r-p1/c" {
+						t.Fatalf("round %d: spawn duplicate %v, results %v, err %v", round, o.dup, o.res, o.err)
+					}
+				case <-time.After(30 * time.Second):
+					ti, err := q.Engine().Task(ctx, "p1")
+					wf, _ := q.Engine().WorkflowOf(ctx, "p1")
+					cs, _ := q.Engine().Children(ctx, "p1")
+					t.Fatalf("round %d: the parent did not complete in 30 s: %+v %v; workflow %+v; children %+v", round, ti.State, err, wf, cs)
+				}
+				waitFor(t, "p1 acked", func() bool { _, err := q.Engine().Task(ctx, "p1"); return err != nil })
+			}
+		})
+	}
+}

@@ -378,7 +378,7 @@ func (e *Engine) sendPublishes(ops []*op) {
 	res, err := e.run(ctx, scriptPublish, args...)
 	var codes []int64
 	if err == nil {
-		codes, err = replyCodes(res, total)
+		codes, err = replyCodes(e.relayMarked(res, total), total)
 	}
 	for _, o := range ops {
 		if err != nil {

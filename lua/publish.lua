@@ -23,14 +23,15 @@
 --          in the same call (spawn_one), one elsewhere has done so first (spawn.lua)
 -- Returns: one code per task: OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
 --          for a refused batch, LEVELS for the task that would pass the cap and REFUSED for its
---          other tasks.
+--          other tasks. Then RELAY (-1) when the call wrote to the flow outbox (a duplicate child
+--          telling its parent in another slot what became of it).
 --
 -- Helpers that only a publish with priorities, a delay to an empty partition, controls or a dedup
 -- window calls are made at their first use (lua/cold.go): a single publish runs 4 % fewer
 -- instructions without them.
 -- @cold k_meta k_levels seq_split to_skiplist meta_del is_held levels_of level_add earliest
 -- @cold schedule place prune_dedup emit
--- @cold ref_split k_children k_kids k_outcome workflow_mark spawn_one
+-- @cold ref_split k_children k_kids k_outcome workflow_mark spawn_one flow_send flow_run
 
 -- @include common
 -- @include outcome
@@ -51,19 +52,6 @@ local function task_opts(o)
   local level, delay, at, max, outcome, hold, pol, ref =
     string.match(o, '^(-?%d+),(%d+),(%d+),(%d+),([^,]*),(1?),([fci]?),(.*)$')
   return level, delay + 0, at + 0, max, outcome, hold, pol, ref
-end
-
--- child_refused says why child id (record kt) of the task ref names may not be written: DUPLICATE
--- when it ended already (its outcome is kept), NOTFOUND when its parent lives here and is gone;
--- else it registers the child with a parent that lives here, and returns nil.
-local function child_refused(id, pol, ref)
-  if redis.call('EXISTS', k_outcome(id)) == 1 then return DUPLICATE end
-  local pbase, pid = ref_split(ref)
-  if pbase ~= BASE then return nil end
-  local pkt = k_task(pid)
-  if redis.call('EXISTS', pkt) == 0 then return NOTFOUND end
-  spawn_one(pid, pkt, string.sub(id, #pid + 2), pol, BASE)
-  return nil
 end
 
 -- spawned makes task id (record kt) the child of the task ref names: K, F and H on its record, and
@@ -119,6 +107,38 @@ local function exists(id, kt)
   return acked and acked + 0 > now - window
 end
 
+-- child_refused says why child id (record kt) of the task ref names may not be written: NOTFOUND
+-- when its parent lives here and is gone (else it registers the child with it: spawn_one; one
+-- elsewhere registered it before this call), DUPLICATE when it was spawned before; nil for a new
+-- child. A child spawned before tells its parent what became of it, as if it had just ended, unless
+-- it has not ended (its end will): a parent that runs again, or is published again with its id,
+-- counts it and reads it.
+local function child_refused(id, kt, pol, ref)
+  local pbase, pid = ref_split(ref)
+  local name = string.sub(id, #pid + 2)
+  if pbase == BASE then
+    local pkt = k_task(pid)
+    if redis.call('EXISTS', pkt) == 0 then return NOTFOUND end
+    spawn_one(pid, pkt, name, pol, BASE)
+  end
+  local st, e
+  local rec = redis.call('HMGET', kt, 'p', 'S', 'x')
+  if rec[1] then
+    if rec[2] ~= 'd' then return DUPLICATE end
+    st, e = 'x', rec[3]
+  else
+    local o = redis.call('HMGET', k_outcome(id), 's', 'e')
+    if not o[1] then
+      if exists(id, kt) then return DUPLICATE end -- acked within the dedup window
+      return nil
+    end
+    st, e = 'C', o[2]
+    if o[1] == 'ok' then st = 'o' elseif o[1] == 'dead' then st = 'x' end
+  end
+  flow_send({b = pbase, k = 's', c = pid, n = name, s = st, v = next_seq(), e = e or '', d = 1})
+  return DUPLICATE
+end
+
 -- place_new places partition p, which is not in ready, after this publish gave it work available
 -- from first_t on. Without controls and not held, p is in sched (at its earliest time) or was
 -- empty, so its place follows from that score and first_t alone; otherwise place decides.
@@ -150,17 +170,15 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local i = first_task
   local id, p = ARGV[i], ARGV[i + 1]
   local kt = k_task(id)
-  if exists(id, kt) then
-    stat('duplicates', 1)
-    return {DUPLICATE}
-  end
   local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
-  if ref ~= '' then
-    local no = child_refused(id, pol, ref)
-    if no then
-      if no == DUPLICATE then stat('duplicates', 1) end
-      return {no}
-    end
+  local no
+  if ref ~= '' then no = child_refused(id, kt, pol, ref) elseif exists(id, kt) then no = DUPLICATE end
+  if no then
+    if no == DUPLICATE then stat('duplicates', 1) end
+    if flow_queue then flow_run(now) end
+    finish()
+    if flow_outboxed then return {no, RELAY} end
+    return {no}
   end
   local t, t_s = available_at(delay, at)
   local s = next_seq()
@@ -250,8 +268,11 @@ for i = first_task, #ARGV, TASK do
   local kt = k_task(id)
   local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
   local no = refused[i]
-  if not no and exists(id, kt) then no = DUPLICATE end
-  if not no and ref ~= '' then no = child_refused(id, pol, ref) end
+  if not no and ref ~= '' then
+    no = child_refused(id, kt, pol, ref)
+  elseif not no and exists(id, kt) then
+    no = DUPLICATE
+  end
   if no then
     res[#res + 1] = no
     if no == DUPLICATE then dups = dups + 1 end
@@ -321,5 +342,7 @@ wakes = math.max(wakes, ready_now)
 if window > 0 then prune_dedup(now, window, 100) end
 stat('pub', added)
 stat('duplicates', dups)
+if flow_queue then flow_run(now) end
 finish()
+if flow_outboxed then res[#res + 1] = RELAY end -- the caller relays the outbox
 return res
