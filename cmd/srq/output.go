@@ -190,7 +190,7 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		{"dead", fmt.Sprint(s.Dead)},
 		{"partitions", fmt.Sprintf("%d with pending: %d ready, %d scheduled, %d blocked; %d paused; %d held by a dead letter",
 			s.PendingPartitions, s.ReadyPartitions, s.ScheduledPartitions, s.BlockedPartitions, s.PausedPartitions, s.HeldPartitions)},
-		{"waiting steps", fmt.Sprint(s.Waiting)},
+		{"waiting", fmt.Sprint(s.Waiting)},
 		{"flows", fmt.Sprintf("%d running, %d ended (kept)", s.RunningFlows, s.EndedFlows)},
 	}
 	counter := func(name string, v int64, rate float64) []string {
