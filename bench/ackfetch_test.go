@@ -61,33 +61,35 @@ func BenchmarkPublishMerge(b *testing.B) {
 		name string
 		max  int
 	}{{"alone", 1}, {"merged", engine.DefaultMaxMerge}} {
-		b.Run(merge.name+"/producers-8", func(b *testing.B) {
-			e := newEngineWith(b, engine.Config{MaxMerge: merge.max})
-			ctx := context.Background()
-			var next atomic.Int64
-			cost := startCost(b, e.Client())
-			b.ResetTimer()
-			var g errgroup.Group
-			for range 8 {
-				g.Go(func() error {
-					for {
-						i := next.Add(1) - 1
-						if i >= int64(b.N) {
-							return nil
+		for _, producers := range []int{8, 64} {
+			b.Run(fmt.Sprintf("%s/producers-%d", merge.name, producers), func(b *testing.B) {
+				e := newEngineWith(b, engine.Config{MaxMerge: merge.max})
+				ctx := context.Background()
+				var next atomic.Int64
+				cost := startCost(b, e.Client())
+				b.ResetTimer()
+				var g errgroup.Group
+				for range producers {
+					g.Go(func() error {
+						for {
+							i := next.Add(1) - 1
+							if i >= int64(b.N) {
+								return nil
+							}
+							msg := engine.Message{Partition: partition.Key(strconv.FormatInt(i%100, 10)), Payload: payload20}
+							if _, err := e.Publish(ctx, []engine.Message{msg}); err != nil {
+								return err
+							}
 						}
-						msg := engine.Message{Partition: partition.Key(strconv.FormatInt(i%100, 10)), Payload: payload20}
-						if _, err := e.Publish(ctx, []engine.Message{msg}); err != nil {
-							return err
-						}
-					}
-				})
-			}
-			if err := g.Wait(); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
-			cost.report(b, e.Client(), b.N)
-		})
+					})
+				}
+				if err := g.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+				cost.report(b, e.Client(), b.N)
+			})
+		}
 	}
 }

@@ -135,8 +135,8 @@ func newEngine(client redis.UniversalClient, cfg Config, keys Keys) *Engine {
 	}
 	s := argBase(keys.Base(), cfg.Events)
 	e.arg = argBaseVal{s: s, b: []byte(s)}
-	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge}
-	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge}
+	e.calls = merger{send: e.sendCalls, max: cfg.MaxMerge, inFlight: mergeInFlight}
+	e.pubs = merger{send: e.sendPublishes, max: cfg.MaxMerge, inFlight: pubsInFlight}
 	if cfg.Scripts != ScriptsFunction {
 		e.fn.mode.Store(fnOff)
 	}
