@@ -31,7 +31,14 @@
 -- instructions without them.
 -- @cold k_meta k_levels seq_split to_skiplist meta_del is_held levels_of level_add earliest
 -- @cold schedule place prune_dedup emit
--- @cold ref_split k_children k_kids k_outcome workflow_mark spawn_one flow_send flow_run
+-- A child's publish (a spawn) uses helpers of flow.lua and outcome.lua that no other publish
+-- does: all of them are made at their first use.
+-- @cold k_outbox k_flows k_flows_end k_flows_prep k_children k_parents k_flow k_flow_steps
+-- @cold k_flow_def k_flow_gates k_signals k_kids ref_split flow_send flow_note flow_fanout flow_end
+-- @cold children_end task_end flow_release flow_cancel workflow_mark spawn_one park unpark
+-- @cold child_done child_failed child_signal flow_sat flow_blk flow_signal flow_prune flow_forget
+-- @cold flow_bad flow_final flow_state flow_noted flow_open cancel_mark task_cancel flow_apply
+-- @cold flow_run k_outs k_outcome k_waiter outcome_spec outcome_prune outcome_put outcome_of
 
 -- @include common
 -- @include outcome
