@@ -804,6 +804,14 @@ func TestWorkflowWaitingTaskAndItsPartition(t *testing.T) {
 				ti, err := q.Engine().Task(ctx, res[0].ID)
 				return err == nil && ti.State == "waiting"
 			})
+			if ordered {
+				// The partition is held: its two other tasks are pending, and it is neither ready
+				// nor scheduled, so no fetch can hand them out.
+				st, err := q.Stats(ctx)
+				if err != nil || st.Pending != 2 || st.ReadyPartitions != 0 || st.ScheduledPartitions != 0 || st.Waiting != 1 {
+					t.Fatalf("stats while the first task waits: %+v, %v", st, err)
+				}
+			}
 			// A task of another partition runs: the worker is fetching.
 			if _, err := q.Publish(ctx, 100, &srq.PublishOpts{Partition: "other"}); err != nil {
 				t.Fatal(err)
