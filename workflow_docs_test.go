@@ -1452,3 +1452,74 @@ func TestWorkflowFlowStepSpawns(t *testing.T) {
 		t.Fatalf("the last step's result: %q, %v", r, err)
 	}
 }
+
+// A signal sent while the task waits for something else (its children) is kept, and ends its
+// next wait for that name at once.
+func TestSignalWhileWaitingForChildrenIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[string](t, srq.QueueConfig{})
+	kids, err := srq.NewQueue[string](c, srq.QueueConfig{Name: q.Name() + "-kids"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		st, _, err := srq.State[int](ctx, t.Delivery)
+		if err != nil {
+			return err
+		}
+		switch st {
+		case 0:
+			if _, err := srq.Spawn(ctx, t.Delivery, kids, "k", "k", nil); err != nil {
+				return err
+			}
+			if err := t.SetState(1); err != nil {
+				return err
+			}
+			return srq.WaitChildren()
+		case 1:
+			if err := t.SetState(2); err != nil {
+				return err
+			}
+			return srq.WaitSignal("go", 0)
+		}
+		v, err := srq.SignalValue[string](ctx, t.Delivery, "go")
+		if err != nil {
+			return err
+		}
+		got <- v
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	if _, err := q.Publish(ctx, "p", &srq.PublishOpts{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task to wait for its child", func() bool {
+		ti, err := q.Engine().Task(ctx, "p")
+		return err == nil && ti.State == "waiting"
+	})
+	if taken, err := q.Signal(ctx, "p", "go", "now"); err != nil || !taken {
+		t.Fatalf("signal while it waits for its child: %v, %v", taken, err)
+	}
+	if ti, err := q.Engine().Task(ctx, "p"); err != nil || ti.State != "waiting" {
+		t.Fatalf("the signal ended the wait for the child: %+v, %v", ti, err)
+	}
+	kw, err := srq.NewWorker(kids, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { return nil }),
+		srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, kw)
+	select {
+	case v := <-got:
+		if v != "now" {
+			t.Fatalf("the signal read %q, want now", v)
+		}
+	case <-ctx.Done():
+		t.Fatal("the wait for the kept signal did not end")
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -164,15 +163,10 @@ func planFlow(spec *FlowSpec) (*flowPlan, error) {
 	p.ids, p.refs, p.kids = make([]string, n), make([]string, n), make([][]int, n)
 	for i := range spec.Steps {
 		s := &spec.Steps[i]
+		if err := validStepName("step", s.Name); err != nil {
+			return nil, invalidf("step %d: %w", i, err)
+		}
 		switch {
-		case s.Name == "":
-			return nil, invalidf("step %d has no name", i)
-		case len(s.Name) > MaxStepNameLen:
-			return nil, invalidf("step %q: the name is %d bytes, the limit is %d", s.Name, len(s.Name), MaxStepNameLen)
-		case !utf8.ValidString(s.Name):
-			return nil, invalidf("step %q: the name is not valid UTF-8", s.Name)
-		case strings.Contains(s.Name, "/"):
-			return nil, invalidf("step %q: the name holds '/'", s.Name)
 		case s.Engine == nil:
 			return nil, invalidf("step %q has no queue", s.Name)
 		case s.Message.ID != "":

@@ -94,7 +94,7 @@ func ChildOf(m Message, parent *Engine, parentID, name string, policy EdgePolicy
 	if err := validID(parentID, false); err != nil {
 		return Message{}, fmt.Errorf("%w: parent: %w", ErrInvalid, err)
 	}
-	if err := validChildName(name); err != nil {
+	if err := validStepName("child", name); err != nil {
 		return Message{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if policy == 0 {
@@ -154,8 +154,11 @@ func (e *Engine) Spawn(ctx context.Context, parent *Engine, parentID string, chi
 // another slot than e: one call per parent (lua/spawn.lua). It fails with ErrNotFound when a parent
 // does not exist, and with the context's or Redis's error.
 func (e *Engine) registerChildren(ctx context.Context, msgs []Message) error {
-	var args map[string][]any // parent ref -> spawn.lua's arguments
-	var order []string
+	type parent struct {
+		base, id string
+		args     []any // spawn.lua's arguments
+	}
+	var parents []*parent // in order of first appearance; a publish's children share one
 	for i := range msgs {
 		m := &msgs[i]
 		if m.parent == "" {
@@ -165,23 +168,20 @@ func (e *Engine) registerChildren(ctx context.Context, msgs []Message) error {
 		if base == e.keys.base {
 			continue // in this slot: publish.lua registers it
 		}
-		if args == nil {
-			args = map[string][]any{}
+		j := slices.IndexFunc(parents, func(p *parent) bool { return p.base == base && p.id == pid })
+		if j < 0 {
+			parents = append(parents, &parent{base: base, id: pid, args: []any{pid}})
+			j = len(parents) - 1
 		}
-		if _, ok := args[m.parent]; !ok {
-			order = append(order, m.parent)
-			args[m.parent] = []any{pid}
-		}
-		args[m.parent] = append(args[m.parent], m.ID[len(pid)+1:], string(m.policy), e.keys.base)
+		parents[j].args = append(parents[j].args, m.ID[len(pid)+1:], string(m.policy), e.keys.base)
 	}
-	for _, ref := range order {
-		base, pid := refSplit(ref)
-		res, err := e.at(base).run(ctx, scriptSpawn, args[ref]...)
+	for _, p := range parents {
+		res, err := e.at(p.base).run(ctx, scriptSpawn, p.args...)
 		if err != nil {
 			return err
 		}
 		if code, _ := res.(int64); code == codeNotFound {
-			return fmt.Errorf("%w: parent task %s (it ended)", ErrNotFound, pid)
+			return fmt.Errorf("%w: parent task %s (it ended)", ErrNotFound, p.id)
 		}
 	}
 	return nil
@@ -374,17 +374,18 @@ func waitArgs(args []any, r *Rejection) []any {
 	return append(args, r.Wait.spec(), r.Wait.State)
 }
 
-// validChildName checks a child's name as a flow step's: 1 to MaxStepNameLen bytes of UTF-8, no '/'.
-func validChildName(name string) error {
+// validStepName checks the name of a flow step or a spawned child (what is "step" or "child"): 1 to
+// MaxStepNameLen bytes of UTF-8, no '/' (the name ends a task id after its flow's or parent's id).
+func validStepName(what, name string) error {
 	switch {
 	case name == "":
-		return errors.New("a child has no name")
+		return fmt.Errorf("a %s has no name", what)
 	case len(name) > MaxStepNameLen:
-		return fmt.Errorf("child %q: the name is %d bytes, the limit is %d", name, len(name), MaxStepNameLen)
+		return fmt.Errorf("%s %q: the name is %d bytes, the limit is %d", what, name, len(name), MaxStepNameLen)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("child %q: the name is not valid UTF-8", name)
+		return fmt.Errorf("%s %q: the name is not valid UTF-8", what, name)
 	case strings.Contains(name, "/"):
-		return fmt.Errorf("child %q: the name holds '/'", name)
+		return fmt.Errorf("%s %q: the name holds '/'", what, name)
 	}
 	return nil
 }
