@@ -111,6 +111,12 @@ func TestHeldPartitionReleases(t *testing.T) {
 	}
 	runWorker(t, w)
 	waitFor(t, "c's next task", func() bool { mu.Lock(); defer mu.Unlock(); return next["!c"] })
+	// a and b hold only once their first tasks are dead letters, which c's next task does not wait
+	// for: a purge before a's death would find nothing to purge.
+	waitFor(t, "a and b held", func() bool {
+		held, _, err := q.Engine().PartitionsBy(ctx, engine.IndexHeld, 10)
+		return err == nil && len(held) == 2
+	})
 	if _, err := q.Engine().Purge(ctx, []string{a}); err != nil {
 		t.Fatal(err)
 	}

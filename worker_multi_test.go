@@ -344,8 +344,10 @@ func TestMultiQueueIdleCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the task on an idle queue", func() bool { return manyRan.Load() == 1 })
-	if d := time.Since(start); d > poll {
-		t.Errorf("a task on an idle queue ran after %v, more than PollWait %v", d, poll)
+	// Waiting for the queue's turn among the idle ones would take up to queues × PollWait; the
+	// bound is half that, so a loaded machine's scheduling does not fail the test.
+	if d := time.Since(start); d > queues*poll/2 {
+		t.Errorf("a task on an idle queue ran after %v, as if it waited for the queue's turn (%v a queue)", d, poll)
 	}
 }
 
