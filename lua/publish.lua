@@ -61,16 +61,15 @@ local function task_opts(o)
   return level, delay + 0, at + 0, max, outcome, hold, pol, ref
 end
 
--- spawned makes task id (record kt) the child of the task ref names: K, F and H on its record, and
--- its parent in its fc: list, which its end signals (task_end).
-local function spawned(id, kt, ref)
+-- spawned makes task id (record kt) the child of the task ref names: K, F and H on its record, which
+-- its end signals (task_end).
+local function spawned(kt, ref)
   local pbase, pid = ref_split(ref)
   if pbase ~= BASE then
-    redis.call('HSET', kt, 'K', '1', 'F', pid, 'H', pbase)
+    redis.call('HSET', kt, 'K', '2', 'F', pid, 'H', pbase)
   else
-    redis.call('HSET', kt, 'K', '1', 'F', pid)
+    redis.call('HSET', kt, 'K', '2', 'F', pid)
   end
-  redis.call('RPUSH', k_children(id), ref)
 end
 
 -- task_level is the priority level of a task whose options are o.
@@ -120,12 +119,18 @@ end
 -- child. A child spawned before tells its parent what became of it, as if it had just ended, unless
 -- it has not ended (its end will): a parent that runs again, or is published again with its id,
 -- counts it and reads it.
+local parents_here = nil -- parent id -> true once child_refused found it and marked it
 local function child_refused(id, kt, pol, ref)
   local pbase, pid = ref_split(ref)
   local name = string.sub(id, #pid + 2)
   if pbase == BASE then
     local pkt = k_task(pid)
-    if redis.call('EXISTS', pkt) == 0 then return NOTFOUND end
+    if not (parents_here and parents_here[pid]) then
+      if redis.call('EXISTS', pkt) == 0 then return NOTFOUND end
+      workflow_mark(pid, pkt)
+      parents_here = parents_here or {}
+      parents_here[pid] = true
+    end
     spawn_one(pid, pkt, name, pol, BASE)
   end
   local st, e
@@ -136,7 +141,11 @@ local function child_refused(id, kt, pol, ref)
   else
     local o = redis.call('HMGET', k_outcome(id), 's', 'e')
     if not o[1] then
-      if exists(id, kt) then return DUPLICATE end -- acked within the dedup window
+      -- Its record does not exist (the HMGET above): only the dedup window may know it.
+      if window > 0 then
+        local acked = redis.call('ZSCORE', K_DEDUP, id)
+        if acked and acked + 0 > now - window then return DUPLICATE end
+      end
       return nil
     end
     st, e = 'C', o[2]
@@ -190,7 +199,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local t, t_s = available_at(delay, at)
   local s = next_seq()
   task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
-  if ref ~= '' then spawned(id, kt, ref) end
+  if ref ~= '' then spawned(kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
   -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
@@ -287,7 +296,7 @@ for i = first_task, #ARGV, TASK do
     local t, t_s = available_at(delay, at)
     local s = next_seq()
     task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
-    if ref ~= '' then spawned(id, kt, ref) end
+    if ref ~= '' then spawned(kt, ref) end
     local e = byp[p]
     if not e then
       e = {0, t, t_s, 0, false}

@@ -15,5 +15,6 @@
 local id = ARGV[2]
 local kt = k_task(id)
 if redis.call('EXISTS', kt) == 0 then return NOTFOUND end
+workflow_mark(id, kt)
 for i = 3, #ARGV, 3 do spawn_one(id, kt, ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
 return OK

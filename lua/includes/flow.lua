@@ -26,8 +26,8 @@
 --
 -- Dynamic workflows use the same signals the other way round: a running task (the parent) spawns
 -- children, tasks of any queue whose id is "<parent id>/<name>", whose record has K (a spawned
--- child), F (its parent's id) and H (its parent's key base, when not its own), and whose fc:<id>
--- names the parent; their signals carry d. The parent's record has D (it has workflow keys), R
+-- child: '2'; '1' for one spawned by an earlier version, whose fc:<id> names the parent too), F
+-- (its parent's id) and H (its parent's key base, when not its own); their signals carry d. The parent's record has D (it has workflow keys), R
 -- (children not ended) and B (children failed
 -- through a fail edge), kept whatever the parent is doing; the parent's fk:<id> (not fp:, which
 -- a flow step keeps for its parents) holds one entry per child, in fp:'s form. A parent that returns a wait is parked
@@ -124,13 +124,16 @@ local function flow_fanout(id, name, s, v, e, from, d)
 end
 
 -- flow_end signals that step id of flow fid (home its flow's home) is in state s, with error e:
--- to its flow and to its children. A spawned child (child set: fid is its parent's id) has no flow
--- to tell; its parent is its one "child".
+-- to its flow and to its children. A spawned child (child set, its record's K: fid is its parent's
+-- id, home its parent's key base) has no flow to tell: it tells its parent. One spawned before K
+-- was '2' names its parent in its fc: list as well, which goes with the list's fan-out.
 local function flow_end(id, fid, home, s, e, child)
   local v = next_seq()
   local name = string.sub(id, #fid + 2)
-  if child then
+  if child == '1' then
     flow_fanout(id, name, s, v, e or '', 0, 1)
+  elseif child then
+    flow_send({b = home, k = 's', c = fid, n = name, s = s, v = v, e = e or '', d = 1})
   else
     flow_note(home, fid, name, s, v)
     flow_fanout(id, name, s, v, e or '', 0)
@@ -231,12 +234,12 @@ local function workflow_mark(id, kt)
   end
 end
 
--- spawn_one registers child name of task id (record kt, which exists), spawned in the slot whose
--- key base is cbase through an edge of policy pol: one entry in its fk:<id> (a name already there
--- is left as it was: a parent that runs again spawns nothing twice) and, for a new one, one more
--- child not ended (R). Returns whether it was new.
+-- spawn_one registers child name of task id (record kt, which exists and has been through
+-- workflow_mark in this call), spawned in the slot whose key base is cbase through an edge of
+-- policy pol: one entry in its fk:<id> (a name already there is left as it was: a parent that runs
+-- again spawns nothing twice) and, for a new one, one more child not ended (R). Returns whether it
+-- was new.
 local function spawn_one(id, kt, name, pol, cbase)
-  workflow_mark(id, kt)
   if redis.call('HSETNX', k_kids(id), name, pol .. 'w' .. NO_VERSION .. cbase) == 0 then return false end
   redis.call('HINCRBY', kt, 'R', '1')
   return true

@@ -24,14 +24,20 @@ local function outcome_spec(o)
   return tonumber(o) or 0, false
 end
 
--- OUTCOME_PRUNE is how many expired outcomes a call that writes one forgets: more than it writes,
--- so the kept ones never grow past those within their retention, and bounded.
+-- OUTCOME_PRUNE is how many expired outcomes a write of one forgets while expired ones remain:
+-- more than it writes, so the kept ones never grow past those within their retention, and bounded.
+-- A call's writes after a look that found fewer do not look again (outcome_more).
 local OUTCOME_PRUNE = 20
 
--- outcome_prune forgets up to n outcomes whose retention has ended, with their waiter lists.
+-- outcome_more is nil until a write of this call looked for expired outcomes, then whether that look
+-- found a full page (more may wait).
+local outcome_more = nil
+
+-- outcome_prune forgets up to n outcomes whose retention has ended, with their waiter lists, and
+-- returns whether it found n (more may wait).
 local function outcome_prune(now, n)
   local old = redis.call('ZRANGEBYSCORE', k_outs(), '-inf', int(now), 'LIMIT', '0', n)
-  if #old == 0 then return end
+  if #old == 0 then return false end
   local keys = {}
   for i = 1, #old do
     keys[#keys + 1] = k_outcome(old[i])
@@ -39,6 +45,7 @@ local function outcome_prune(now, n)
   end
   redis.call('DEL', unpack(keys))
   redis.call('ZREM', k_outs(), unpack(old))
+  return #old == n
 end
 
 -- outcome_put records that task id ended at now in state s ('ok', 'dead' or 'cancelled') with
@@ -58,7 +65,7 @@ local function outcome_put(id, s, v, e, keep, waiter, now)
     redis.call('LPUSH', kw, s)
     redis.call('LTRIM', kw, '0', '0')
   end
-  outcome_prune(now, OUTCOME_PRUNE)
+  if outcome_more ~= false then outcome_more = outcome_prune(now, OUTCOME_PRUNE) end
 end
 
 -- outcome_of returns what became of task id, as outcome.lua returns it: {state, ended ms, result,
