@@ -2,12 +2,16 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/srqueue/srq/internal/redistest"
 	"github.com/srqueue/srq/partition"
 )
 
@@ -419,4 +423,71 @@ func TestDebounceReplaceKeepsOptions(t *testing.T) {
 	if got := b.readState().Pending["!o"]; len(got) != 1 || got[0] != id {
 		t.Fatalf("pending %v, want [%s] at its level", got, id)
 	}
+}
+
+// TestDebounceInvariants runs random debounced and throttled publishes (alone and in batches,
+// several keys over ordered and unordered partitions and priorities, windows of a few ms) among
+// plain publishes, fetches, acks, rejects, kills, recoveries and run-nows, and checks after every
+// step the queue's invariants (TestInvariantsInServerTime's: the partition indexes, the pending
+// sets, the leases, an ordered task's place). SRQ_INVARIANTS_SEED replays a run.
+func TestDebounceInvariants(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	if s := os.Getenv("SRQ_INVARIANTS_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d", seed)
+	b := setup(t, Config{RecoverChunk: 3})
+	steps := redistest.Size(t, 200, 60)
+	r := &invRun{b: b, parts: invParts, rng: rand.New(rand.NewPCG(seed, 7)), snap: map[string]invKey{}}
+	keys := []string{"a", "b", "c", "!o,k"}
+	for i := range steps {
+		switch k := r.rng.IntN(100); {
+		case k < 35:
+			n := 1 + r.rng.IntN(3)
+			msgs := make([]Message, n)
+			for j := range msgs {
+				mode := DebounceReplace
+				if r.rng.IntN(3) == 0 {
+					mode = Throttle
+				}
+				msgs[j] = Message{Partition: r.parts[r.rng.IntN(len(r.parts))], Priority: invPrios[r.rng.IntN(len(invPrios))],
+					Payload: []byte(strconv.Itoa(i)), Debounce: &Debounce{Key: keys[r.rng.IntN(len(keys))],
+						Window: time.Duration(1+r.rng.IntN(40)) * time.Millisecond, Mode: mode}}
+			}
+			res, err := b.eng.Publish(b.ctx, msgs)
+			if err != nil {
+				r.fatalf("debounced publish: %v", err)
+			}
+			var s []string
+			for j, x := range res {
+				s = append(s, fmt.Sprintf("%s@%s/%s:%s/replaced=%v/dropped=%v", x.ID, msgs[j].Partition,
+					msgs[j].Debounce.Mode, msgs[j].Debounce.Key, x.Replaced, x.Dropped))
+				if !x.Dropped {
+					r.snapshot(x.ID) // added, or moved by a replace: its place in its partition's order
+				}
+			}
+			r.logf("debounced publish %v", s)
+		case k < 45:
+			r.opPublish()
+		case k < 65:
+			r.opFetch()
+		case k < 75:
+			r.opAck()
+		case k < 82:
+			r.opReject()
+		case k < 85:
+			r.opKill()
+		case k < 89:
+			r.opRecover()
+		case k < 92:
+			r.opRunNow()
+		default:
+			d := time.Duration(r.rng.IntN(30)) * time.Millisecond
+			r.logf("sleep %v", d)
+			time.Sleep(d) // lets windows and delays pass on the server's clock
+		}
+		r.check(fmt.Sprintf("step %d", i))
+	}
+	r.drain()
 }
