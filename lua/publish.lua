@@ -44,7 +44,7 @@
 -- @cold flow_bad flow_final flow_state flow_noted flow_open cancel_mark task_cancel flow_apply
 -- @cold flow_run k_outs k_outcome k_waiter outcome_spec outcome_prune outcome_put outcome_of
 -- A debounced publish's helpers (debounce.lua), and what only they call, are made at their first use.
--- @cold debounce_find debounce_claim head_is
+-- @cold debounce_find head_is
 
 -- @include common
 -- @include outcome
@@ -189,7 +189,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   if ref == '' then
     if exists(id, kt) then no = DUPLICATE end
   elseif pol == 'd' or pol == 't' then
-    no, moved = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now)
+    no, moved = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now, id)
   else
     no = child_refused(id, kt, pol, ref)
   end
@@ -204,9 +204,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local t, t_s = available_at(delay, at)
   local s = next_seq()
   task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
-  if ref ~= '' then
-    if pol == 'd' or pol == 't' then debounce_claim(id, kt, pol, ref, now) else spawned(id, kt, ref) end
-  end
+  if ref ~= '' and pol ~= 'd' and pol ~= 't' then spawned(id, kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
   -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
@@ -296,7 +294,7 @@ for i = first_task, #ARGV, TASK do
   if not no and ref ~= '' then
     if pol == 'd' or pol == 't' then
       local m
-      no, m = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now)
+      no, m = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now, id)
       if m then moved = moved or {}; moved[#moved + 1] = m end
     else
       no = child_refused(id, kt, pol, ref)
@@ -339,7 +337,6 @@ for i = first_task, #ARGV, TASK do
     elseif pol == 'd' or pol == 't' then
       -- Written now, not with the others: a later publish of its key in this call may replace it.
       redis.call('ZADD', k_pending(p, level), t_s, s .. id)
-      debounce_claim(id, kt, pol, ref, now)
     else
       q[#q + 1] = t_s
       q[#q + 1] = s .. id

@@ -19,14 +19,16 @@
 -- or 't') and "<window ms>,<key>" in the ref field, which a spawned child uses and a debounced
 -- message never has.
 --
--- The include has no state and two helpers: the Functions library holds all includes' helpers as
+-- The include has no state and one helper: the Functions library holds all includes' helpers as
 -- locals of its top level, near Lua's limit (lua/library.go).
 
 -- debounce_find decides what a debounced publish of payload d and headers h (encoded, or '') does
--- at time now: mode is 'd' or 't', ref "<window ms>,<key>". It returns nil when the publish adds a
--- task (the caller adds it, then calls debounce_claim); else the reply, 'r' followed by the id of
--- the task it replaced, or 'd' and the id of the task that made it drop, and, for a replace, the
--- partition of that task, which the caller places (place) once the call's tasks are written.
+-- at time now: mode is 'd' or 't', ref "<window ms>,<key>", id the id of the task it would add. It
+-- returns nil when the publish adds that task, having made it its key's task and written the mode
+-- and key to its record's field 'b' (the caller then writes the record's other fields and adds it:
+-- a publish that got here is not refused); else the reply, 'r' followed by the id of the task it
+-- replaced, or 'd' and the id of the task that made it drop, and, for a replace, the partition of
+-- that task, which the caller places (place) once the call's tasks are written.
 --
 -- Debounce: the key's task, while it is pending (in its pending set, so not leased and not
 -- ended), gets payload d and headers h, and its available-at moves to now + window (its record's
@@ -34,20 +36,26 @@
 -- Throttle: dropped while now is before the key's window ends, or while its task exists and is
 -- not a dead letter (pending, delayed, leased or waiting); else a task is added.
 -- Cost: GET, then HMGET; a replace ZSCORE, ZADD, HSET (and HDEL of 'h' when the task had headers
--- and h is empty), SET, HINCRBY; a drop HINCRBY (and PEXPIRE when the window has passed).
-local function debounce_find(mode, ref, d, h, now)
+-- and h is empty), SET, HINCRBY; a drop HINCRBY (and PEXPIRE when the window has passed); an add
+-- SET, HSET.
+local function debounce_find(mode, ref, d, h, now, new)
   local win, key = string.match(ref, '^(%d+),(.*)$')
   local keep = int(win + 600000)
   local kd = BASE .. 'db:' .. key
+  local function add()
+    redis.call('SET', kd, int(now + win) .. ',' .. new, 'PX', keep)
+    redis.call('HSET', k_task(new), 'b', mode .. key)
+    return nil
+  end
   local v = redis.call('GET', kd)
-  if not v then return nil end
+  if not v then return add() end
   local untl, id = string.match(v, '^(%d+),(.*)$')
-  if not id then return nil end
+  if not id then return add() end
   local kt = k_task(id)
   if mode == 't' then
     if untl + 0 <= now then
       local rec = redis.call('HMGET', kt, 'p', 'S')
-      if not rec[1] or rec[2] == 'd' then return nil end
+      if not rec[1] or rec[2] == 'd' then return add() end
       -- Its task outlives the window: the key lives on while publishes find it.
       redis.call('PEXPIRE', kd, keep)
     end
@@ -55,11 +63,11 @@ local function debounce_find(mode, ref, d, h, now)
     return 'd' .. id
   end
   local rec = redis.call('HMGET', kt, 'p', 'r', 's', 'h')
-  if not rec[1] then return nil end
+  if not rec[1] then return add() end
   local p = rec[1]
   local kp = k_pending(p, rec[2] or '0')
   local member = rec[3] .. id
-  if not redis.call('ZSCORE', kp, member) then return nil end -- leased, ended or waiting
+  if not redis.call('ZSCORE', kp, member) then return add() end -- leased, ended or waiting
   local t_s = int(now + win)
   redis.call('ZADD', kp, t_s, member)
   if h ~= '' then
@@ -72,13 +80,4 @@ local function debounce_find(mode, ref, d, h, now)
   head_is(p, false) -- its partition's earliest time is read again at the end
   stat('replaced', 1)
   return 'r' .. id, p
-end
-
--- debounce_claim makes task id (record kt), just added by a debounced publish at time now, the
--- task of its key (ref: "<window ms>,<key>"; mode 'd' or 't'), and notes the key on its record.
--- Cost: SET, HSET.
-local function debounce_claim(id, kt, mode, ref, now)
-  local win, key = string.match(ref, '^(%d+),(.*)$')
-  redis.call('SET', BASE .. 'db:' .. key, int(now + win) .. ',' .. id, 'PX', int(win + 600000))
-  redis.call('HSET', kt, 'b', mode .. key)
 end
