@@ -209,7 +209,37 @@ type PublishOpts struct {
 	Wait bool
 	// OnDeadLetter overrides the queue's QueueConfig.OnDeadLetter for this task, when set.
 	OnDeadLetter DeadLetterPolicy
+	// Debounce, when set, debounces or throttles the publish by a key: publishes of one key
+	// within a window make one task (DebounceReplace, the default mode: the last payload runs a
+	// window after the last publish; Throttle: the first runs now and the others are dropped).
+	// PublishResult says whether the publish added a task, replaced the payload of the key's
+	// pending task (Replaced) or was dropped (Dropped). Not with ID, Delay, At or Wait (nor
+	// PublishAndWait): the publish then fails with ErrInvalid. See docs/lifecycle.md.
+	Debounce *Debounce
 }
+
+// Debounce debounces or throttles a publish by a key (PublishOpts.Debounce): Key (at most 512
+// bytes of UTF-8, not empty), Window (1 ms to 7 days, in whole milliseconds) and Mode. A publish
+// with an invalid one fails with ErrInvalid.
+type Debounce = engine.Debounce
+
+// DebounceMode says what a later publish of a debounce key does while an earlier one holds it:
+// DebounceReplace or Throttle.
+type DebounceMode = engine.DebounceMode
+
+// The debounce modes.
+const (
+	// DebounceReplace, the zero value, debounces: the first publish of a key adds a task that
+	// runs a window later; each later publish, while that task is pending (not yet taken by a
+	// worker), replaces its payload and headers and moves its start to a window after itself
+	// (Replaced). A publish once the task was taken by a worker, or has ended, adds a new task,
+	// again a window later.
+	DebounceReplace = engine.DebounceReplace
+	// Throttle: the first publish of a key adds a task that runs now; later publishes are dropped
+	// (Dropped) within a window of it, and after that while its task has not ended (pending,
+	// running, retried or waiting; a dead letter has ended).
+	Throttle = engine.Throttle
+)
 
 // DeadLetterPolicy says what an ordered partition does when one of its tasks is dead-lettered.
 type DeadLetterPolicy int
@@ -236,7 +266,8 @@ type Message[T any] struct {
 }
 
 // PublishResult tells what a publish did: the task's id (the generated one when none was given),
-// and whether it was a duplicate that changed nothing.
+// and whether it was a duplicate that changed nothing. A debounced publish (PublishOpts.Debounce)
+// that added no task says Replaced or Dropped, and its ID is then the id of its key's task.
 type PublishResult = engine.PublishResult
 
 // Publish encodes v and publishes it as one task. Publishes of one Queue from several goroutines
@@ -309,7 +340,7 @@ func (q *Queue[T]) messages(msgs []Message[T]) ([]engine.Message, error) {
 		}
 		ems[i] = engine.Message{ID: m.Opts.ID, Partition: key, Priority: m.Opts.Priority, Delay: m.Opts.Delay,
 			At: m.Opts.At, MaxAttempts: maxAttempts, Headers: m.Opts.Headers, Payload: payload,
-			KeepOutcome: m.Opts.KeepResult, Wait: m.Opts.Wait,
+			KeepOutcome: m.Opts.KeepResult, Wait: m.Opts.Wait, Debounce: m.Opts.Debounce,
 			HoldOnDead: cmp.Or(m.Opts.OnDeadLetter, q.onDead) == HoldPartition}
 	}
 	return ems, nil

@@ -95,7 +95,7 @@ func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]Publis
 	own := make([]engine.Message, len(msgs))
 	for i := range msgs {
 		own[i] = msgs[i]
-		if own[i].ID == "" {
+		if own[i].ID == "" && own[i].Debounce == nil { // a debounced message takes no id
 			own[i].ID = engine.NewID()
 		}
 		k := engine.ShardOf(own[i].Partition, len(s.engines))
@@ -164,6 +164,8 @@ func (q *Queue[T]) Stats(ctx context.Context) (engine.Stats, error) {
 		sum.FlowsStarted += st.FlowsStarted
 		sum.FlowsCompleted += st.FlowsCompleted
 		sum.FlowsFailed += st.FlowsFailed
+		sum.Replaced += st.Replaced
+		sum.Dropped += st.Dropped
 	}
 	return sum, nil
 }

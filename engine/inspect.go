@@ -97,7 +97,7 @@ func (s *Stats) setCounters(rows []any) error {
 		"rejected": &s.Rejected, "recovered": &s.Recovered, "dead": &s.DeadLettered,
 		"requeued": &s.Requeued, "purged": &s.Purged, "trimmed": &s.Trimmed, "taken_back": &s.TakenBack,
 		"handed_back": &s.HandedBack, "waiting": &s.Waiting, "cancelled": &s.Cancelled, "flows_started": &s.FlowsStarted,
-		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed,
+		"flows_completed": &s.FlowsCompleted, "flows_failed": &s.FlowsFailed, "replaced": &s.Replaced, "dropped": &s.Dropped,
 	}
 	for i := 0; i+1 < len(rows); i += 2 {
 		name, err := replyString(rows[i])

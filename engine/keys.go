@@ -117,6 +117,10 @@ func (k Keys) Pending(p partition.Key, priority int) string {
 	return k.base + "q:" + strconv.Itoa(priority) + ":" + string(p)
 }
 
+// Debounce is the STRING of debounce key key (Message.Debounce): the end of its window and the id
+// of its task, "<ms>,<id>", expiring DebounceKeep after the window (lua/includes/debounce.lua).
+func (k Keys) Debounce(key string) string { return k.base + "db:" + key }
+
 // Outcome is the HASH of task id's outcome, kept for a retention once it ended (see Outcome).
 func (k Keys) Outcome(id string) string { return k.base + "o:" + id }
 

@@ -156,6 +156,7 @@ const (
 	fuzzKindConsumers
 	fuzzKindQueuePause
 	fuzzKindPausedPartitions
+	fuzzKindDebounce
 	fuzzKindCount
 )
 
@@ -188,7 +189,7 @@ func fuzzKeyNormalize(t *testing.T, prefix, queue string, kind uint8, s string,
 	switch in.kind {
 	case fuzzKindPending:
 		in.s, in.priority = s, int(priority)
-	case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld, fuzzKindRateLimit:
+	case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld, fuzzKindRateLimit, fuzzKindDebounce:
 		in.s = s
 	}
 	return in, k
@@ -237,6 +238,8 @@ func (in fuzzKeyInput) build(k Keys) string {
 		return k.QueuePause()
 	case fuzzKindPausedPartitions:
 		return k.PausedPartitions()
+	case fuzzKindDebounce:
+		return k.Debounce(in.s)
 	}
 	panic("unknown kind")
 }
@@ -267,7 +270,7 @@ func assertKeysDistinct(t *testing.T, k Keys, prefix, queue string, strs []strin
 					add(in)
 				}
 			}
-		case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld, fuzzKindRateLimit:
+		case fuzzKindTask, fuzzKindMeta, fuzzKindLevels, fuzzKindHeld, fuzzKindRateLimit, fuzzKindDebounce:
 			for _, s := range strs {
 				in.s = s
 				add(in)

@@ -44,9 +44,9 @@ func TestPublishBatchesAreRefusedWhole(t *testing.T) {
 	second := b.publishOp(Message{ID: "b1", Partition: p}, Message{ID: "b2", Partition: p, Priority: 200})
 	third := b.publishOp(Message{ID: "b2", Partition: p, Priority: 100}, Message{ID: "c", Partition: p})
 	b.eng.sendPublishes([]*op{first, second, third})
-	if first.err != nil || third.err != nil || len(first.dups) != 1 || len(third.dups) != 2 ||
-		first.dups[0] || third.dups[0] || third.dups[1] {
-		t.Fatalf("first %v %v, third %v %v: want both added", first.dups, first.err, third.dups, third.err)
+	if first.err != nil || third.err != nil || len(dupsOf(first)) != 1 || len(dupsOf(third)) != 2 ||
+		dupsOf(first)[0] || dupsOf(third)[0] || dupsOf(third)[1] {
+		t.Fatalf("first %v %v, third %v %v: want both added", dupsOf(first), first.err, dupsOf(third), third.err)
 	}
 	if !errors.Is(second.err, ErrTooManyPriorities) {
 		t.Fatalf("second: %v; want ErrTooManyPriorities", second.err)

@@ -72,7 +72,7 @@ type op struct {
 	errs    []error // one per ack
 	ds      []Delivery
 	nextDue time.Duration
-	dups    []bool // one per message published
+	pubs    []publishReply // one per message published
 	err     error
 }
 
@@ -383,20 +383,18 @@ func (e *Engine) sendPublishes(ops []*op) {
 		args = append(args, o.msgs...)
 	}
 	res, err := e.run(ctx, scriptPublish, args...)
-	var codes []int64
+	var replies []publishReply
 	if err == nil {
-		codes, err = replyCodes(e.relayMarked(res, total), total)
+		replies, err = publishReplies(e.relayMarked(res, total), total)
 	}
 	for _, o := range ops {
 		if err != nil {
-			o.dups, o.err = nil, err
+			o.pubs, o.err = nil, err
 			continue
 		}
-		o.dups = make([]bool, o.published())
-		for i := range o.dups {
-			switch codes[i] {
-			case codeDuplicate:
-				o.dups[i] = true
+		o.pubs = replies[:o.published():o.published()]
+		for i, r := range o.pubs {
+			switch r.code {
 			case codeLevels: // the message that would pass the cap: the batch was refused
 				p, _ := o.msgs[i*publishArgs+1].(string)
 				opts, _ := o.msgs[i*publishArgs+4].(string)
@@ -409,8 +407,8 @@ func (e *Engine) sendPublishes(ops []*op) {
 			}
 		}
 		if o.err != nil {
-			o.dups = nil
+			o.pubs = nil
 		}
-		codes = codes[o.published():]
+		replies = replies[o.published():]
 	}
 }

@@ -27,6 +27,8 @@ type PendingTask struct {
 	Attempts    int // deliveries so far
 	MaxAttempts int // 0: unlimited
 	LastError   string
+	// Debounce is the key and mode of a task a debounced publish added; nil for others.
+	Debounce *DebounceInfo
 }
 
 // PartitionTaskPage is one page of a partition's pending tasks.
@@ -123,7 +125,7 @@ func (e *Engine) PartitionTasks(ctx context.Context, p partition.Key, delayed bo
 	pipe = e.client.Pipeline()
 	recs := make([]*redis.SliceCmd, len(all))
 	for i, t := range all {
-		recs[i] = pipe.HMGet(ctx, e.keys.Task(t.ID), "c", "a", "m", "x")
+		recs[i] = pipe.HMGet(ctx, e.keys.Task(t.ID), "c", "a", "m", "x", "b")
 	}
 	if len(all) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -143,6 +145,8 @@ func (e *Engine) PartitionTasks(ctx context.Context, p partition.Key, delayed bo
 		}
 		t.EnqueuedAt, t.Attempts, t.MaxAttempts = msTime(num(v[0])), int(num(v[1])), int(num(v[2]))
 		t.LastError, _ = v[3].(string)
+		b, _ := v[4].(string)
+		t.Debounce = parseDebounceField(b)
 		out.Tasks = append(out.Tasks, t)
 	}
 	return out, nil

@@ -41,6 +41,10 @@ type Message struct {
 	// tasks wait until the dead letter is requeued (it goes back to its place, the head) or
 	// deleted, or the partition is resumed. Unordered partitions ignore it.
 	HoldOnDead bool
+	// Debounce, when set, makes the publish debounced or throttled by a key (see Debounce): the
+	// result then says whether it added a task, replaced the payload of the key's pending task,
+	// or was dropped. Not with ID, Delay, At or Wait.
+	Debounce *Debounce
 
 	// parent and policy, set by Spawn: the ref (key base and id) of the task that spawned this
 	// one, and the policy of the edge between them.
@@ -59,6 +63,13 @@ type PublishResult struct {
 	// Duplicate is true when a task with this id existed already (pending, leased or dead), or was
 	// acked within the dedup window; nothing was changed then.
 	Duplicate bool
+	// Replaced is true when a debounced message (Message.Debounce, DebounceReplace) found its
+	// key's task pending: that task, whose id ID is then, got the message's payload and headers
+	// and now runs a window after this publish. No task was added.
+	Replaced bool
+	// Dropped is true when a throttled message (Message.Debounce, Throttle) was dropped: its key's
+	// task, whose id ID is then, was added within the window or has not ended. Nothing was changed.
+	Dropped bool
 }
 
 // Publish adds msgs in one round trip and reports per message whether it was added or a duplicate.
@@ -106,8 +117,11 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 	if o.err != nil {
 		return nil, o.err
 	}
-	for i, dup := range o.dups {
-		out[i].Duplicate = dup
+	for i, r := range o.pubs {
+		out[i].Duplicate = r.code == codeDuplicate
+		if r.replaced || r.dropped {
+			out[i].ID, out[i].Replaced, out[i].Dropped = r.id, r.replaced, r.dropped
+		}
 	}
 	return out, nil
 }
@@ -126,20 +140,22 @@ func messageArgs(args []any, id string, m *Message) ([]any, int) {
 // messageOpts packs the options of m that the usual message leaves at their zero values into one
 // argument of publish.lua: "" when all are, else "priority,delay ms,at ms,max attempts,outcome
 // spec,hold,policy,parent" (the at 0 for none, the outcome spec as outcomeSpec, the hold "1" or
-// "", the policy and the parent's ref "" but for a spawned child).
+// "", the policy and the parent's ref "" but for a spawned child). A debounced message has its
+// mode as the policy and "<window ms>,<key>" as the ref (debounceOpts), and a debounce's window as
+// its delay.
 func messageOpts(m *Message) string {
 	var at int64
 	if !m.At.IsZero() {
 		at = max(m.At.UnixMilli(), 1)
 	}
 	outcome := outcomeSpec(m.KeepOutcome, m.Wait)
-	if m.Priority == 0 && m.Delay == 0 && at == 0 && m.MaxAttempts == 0 && outcome == "" && !m.HoldOnDead && m.parent == "" {
+	if m.Priority == 0 && m.Delay == 0 && at == 0 && m.MaxAttempts == 0 && outcome == "" && !m.HoldOnDead && m.parent == "" && m.Debounce == nil {
 		return ""
 	}
 	b := make([]byte, 0, 48)
 	b = strconv.AppendInt(b, int64(m.Priority), 10)
 	b = append(b, ',')
-	b = strconv.AppendInt(b, m.Delay.Milliseconds(), 10)
+	b = strconv.AppendInt(b, debounceDelay(m).Milliseconds(), 10)
 	b = append(b, ',')
 	b = strconv.AppendInt(b, at, 10)
 	b = append(b, ',')
@@ -149,6 +165,9 @@ func messageOpts(m *Message) string {
 	b = append(b, ',')
 	b = append(b, flag(m.HoldOnDead)...)
 	b = append(b, ',')
+	if m.Debounce != nil {
+		return string(debounceOpts(b, m.Debounce))
+	}
 	if m.parent != "" {
 		b = append(b, byte(m.policy))
 	}
@@ -264,6 +283,9 @@ func (e *Engine) validateMessage(m *Message) error {
 	}
 	if n := len(encodeHeaders(m.Headers)); n > MaxHeaderBytes {
 		return fmt.Errorf("headers are %d bytes encoded, the limit is %d", n, MaxHeaderBytes)
+	}
+	if m.Debounce != nil {
+		return validDebounce(m)
 	}
 	return nil
 }

@@ -255,7 +255,7 @@ func (e *Engine) PendingTasks(ctx context.Context, delayed bool, from PendingCur
 	return page, nil
 }
 
-// fillPending reads the enqueued-at, attempts, max attempts and last error of ts from their
+// fillPending reads the enqueued-at, attempts, max attempts, last error and debounce key of ts from their
 // records, one pipelined round trip; a task whose record is gone keeps a zero EnqueuedAt.
 func (e *Engine) fillPending(ctx context.Context, ts []ListedTask) error {
 	if len(ts) == 0 {
@@ -264,7 +264,7 @@ func (e *Engine) fillPending(ctx context.Context, ts []ListedTask) error {
 	pipe := e.client.Pipeline()
 	recs := make([]*redis.SliceCmd, len(ts))
 	for i, t := range ts {
-		recs[i] = pipe.HMGet(ctx, e.keys.Task(t.ID), "c", "a", "m", "x")
+		recs[i] = pipe.HMGet(ctx, e.keys.Task(t.ID), "c", "a", "m", "x", "b")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
@@ -282,6 +282,8 @@ func (e *Engine) fillPending(ctx context.Context, ts []ListedTask) error {
 		t := &ts[i]
 		t.EnqueuedAt, t.Attempts, t.MaxAttempts = msTime(num(v[0])), int(num(v[1])), int(num(v[2]))
 		t.LastError, _ = v[3].(string)
+		b, _ := v[4].(string)
+		t.Debounce = parseDebounceField(b)
 	}
 	return nil
 }

@@ -34,6 +34,10 @@ type Stats struct {
 	// first step's) that were published, that completed, and that failed. A failed flow that a
 	// requeue brings back and that then completes is counted in both.
 	FlowsStarted, FlowsCompleted, FlowsFailed int64
+	// Replaced counts the debounced publishes that replaced the payload of their key's pending
+	// task, and Dropped the throttled publishes that were dropped (Message.Debounce); neither
+	// added a task.
+	Replaced, Dropped int64
 	// ServerTime is the Redis server's clock when the stats were read.
 	ServerTime time.Time
 }

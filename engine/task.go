@@ -46,6 +46,9 @@ type TaskInfo struct {
 	// ("lease expired"). LastError is the newest of them, unless a later delivery failed without
 	// an error.
 	Errors []AttemptError
+	// Debounce is the key and mode of a task a debounced publish added (Message.Debounce); nil
+	// for any other task.
+	Debounce *DebounceInfo
 
 	// The fields of dynamic workflows (lua/includes/flow.lua); zero for a task that has none.
 
@@ -255,6 +258,8 @@ func (t *TaskInfo) set(k, v string, refs *taskRefs) error {
 		refs.home = v
 	case "K":
 		refs.child = true
+	case "b":
+		t.Debounce = parseDebounceField(v)
 	}
 	return err
 }

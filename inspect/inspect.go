@@ -176,6 +176,8 @@ func (in *Inspector) Stats(ctx context.Context, queue string) (Stats, error) {
 		c.Requeued += o.Requeued
 		c.Purged += o.Purged
 		c.Trimmed += o.Trimmed
+		c.Replaced += o.Replaced
+		c.Dropped += o.Dropped
 		x := xs[i]
 		c.Cancelled += x.Cancelled
 		c.FlowsStarted += x.FlowsStarted

@@ -27,6 +27,9 @@ type PendingTask struct {
 	Attempts    int       `json:"attempts"`     // deliveries so far
 	MaxAttempts int       `json:"max_attempts"` // 0: unlimited
 	LastError   string    `json:"last_error"`   // of its last delivery, when it was sent back
+	// Debounce is the key and mode of a task a debounced publish added (srq.PublishOpts.Debounce),
+	// null for others.
+	Debounce *engine.DebounceInfo `json:"debounce"`
 }
 
 // PartitionTasks is one page of a partition's pending tasks.
@@ -73,7 +76,7 @@ func (in *Inspector) PartitionTasks(ctx context.Context, queue string, p partiti
 		Tasks: make([]PendingTask, len(pg.Tasks))}
 	for j, t := range pg.Tasks {
 		out.Tasks[j] = PendingTask{ID: t.ID, Priority: t.Priority, AvailableAt: t.AvailableAt, EnqueuedAt: t.EnqueuedAt,
-			Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, LastError: t.LastError}
+			Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, LastError: t.LastError, Debounce: t.Debounce}
 	}
 	return out, nil
 }

@@ -112,7 +112,7 @@ func (in *Inspector) PendingTasks(ctx context.Context, queue string, q TaskQuery
 		taken[r.shard]++
 		out.Tasks = append(out.Tasks, ListedTask{Shard: r.shard, Partition: r.Partition, PartitionHead: r.PartitionHead,
 			PendingTask: PendingTask{ID: r.ID, Priority: r.Priority, AvailableAt: r.AvailableAt, EnqueuedAt: r.EnqueuedAt,
-				Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LastError: r.LastError}})
+				Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LastError: r.LastError, Debounce: r.Debounce}})
 	}
 	// Each shard goes on after the last of its tasks this page shows; one whose tasks were all
 	// shown, from where its own page ended.

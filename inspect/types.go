@@ -37,6 +37,11 @@ type Counters struct {
 	FlowsStarted   int64 `json:"flows_started"`
 	FlowsCompleted int64 `json:"flows_completed"`
 	FlowsFailed    int64 `json:"flows_failed"`
+	// Replaced counts the debounced publishes that replaced the payload of their key's pending
+	// task, and Dropped the throttled publishes that were dropped (srq.PublishOpts.Debounce);
+	// neither added a task.
+	Replaced int64 `json:"replaced"`
+	Dropped  int64 `json:"dropped"`
 }
 
 // Consumer is a consumer that fetched or extended a lease recently.

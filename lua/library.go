@@ -17,7 +17,8 @@ import (
 //     in the order the scripts include them;
 //   - each include's other top-level statements, its state, become a function of the library,
 //     init_<include>, that every function whose script includes it calls where the script had the
-//     include line, so each call starts from the state a fresh EVAL starts from: a top-level
+//     include line (an include without state has none, and its include line becomes a comment),
+//     so each call starts from the state a fresh EVAL starts from: a top-level
 //     "local a, b = x, y" is declared once at the library's top level and assigned in init, a
 //     "local a" without a value is set to nil there, anything else runs there as it is;
 //   - each script's own code becomes the body of its function, srq_<hash>_<script>, in place;
@@ -93,6 +94,7 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 	b.WriteString(keysetFunction())
 	locals := 5
 	declared := map[string]string{}
+	stateless := map[string]bool{} // includes with no state: no init function, no call of one
 	for _, inc := range order {
 		var init strings.Builder
 		b.WriteString("\n-- includes/" + inc + ".lua\n")
@@ -119,6 +121,10 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 			}
 			init.WriteString(stmt)
 		}
+		if strings.TrimSpace(stripComments(init.String())) == "" {
+			stateless[inc] = true
+			continue
+		}
 		b.WriteString("local function init_" + inc + "()\n" + init.String() + "end\n")
 		locals++
 	}
@@ -134,7 +140,11 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 		}
 		b.WriteString(" callback = function(srq_keys, srq_argv)\nKEYS, ARGV = srq_keyset(srq_keys[1]), srq_argv\n")
 		b.WriteString(includeLine.ReplaceAllStringFunc(s.text, func(line string) string {
-			return "init_" + includeLine.FindStringSubmatch(line)[1] + "()"
+			inc := includeLine.FindStringSubmatch(line)[1]
+			if stateless[inc] {
+				return "-- includes/" + inc + ".lua: no state"
+			}
+			return "init_" + inc + "()"
 		}))
 		b.WriteString("\nend}\n")
 	}

@@ -20,8 +20,12 @@
 --          'c' or 'i'; '' for none) and its parent's ref (its key base and id; '' for none): a
 --          child is a duplicate also when its outcome is kept (it ended), and is refused
 --          (NOTFOUND) when its parent lives here and is gone; a parent living here registers it
---          in the same call (spawn_one), one elsewhere has done so first (spawn.lua)
+--          in the same call (spawn_one), one elsewhere has done so first (spawn.lua); for a
+--          debounced task (includes/debounce.lua) the policy is its mode ('d' debounce, 't'
+--          throttle) and the ref "<window ms>,<key>"
 -- Returns: one code per task: OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
+--          for a debounced task not added, a string: 'r' and the id of the task it replaced, or
+--          'd' and the id of the task that made it drop;
 --          for a refused batch, LEVELS for the task that would pass the cap and REFUSED for its
 --          other tasks. Then RELAY (-1) when the call wrote to the flow outbox (a duplicate child
 --          telling its parent in another slot what became of it).
@@ -39,10 +43,13 @@
 -- @cold child_done child_failed child_signal flow_sat flow_blk flow_signal flow_prune flow_forget
 -- @cold flow_bad flow_final flow_state flow_noted flow_open cancel_mark task_cancel flow_apply
 -- @cold flow_run k_outs k_outcome k_waiter outcome_spec outcome_prune outcome_put outcome_of
+-- A debounced publish's helpers (debounce.lua), and what only they call, are made at their first use.
+-- @cold debounce_find head_is
 
 -- @include common
 -- @include outcome
 -- @include flow
+-- @include debounce
 
 local now = now_ms()
 local now_s = int(now)
@@ -57,7 +64,7 @@ seq_reserve((#ARGV - first_task + 1) / TASK)
 local function task_opts(o)
   if o == '' then return '0', 0, 0, '0', '', '', '', '' end
   local level, delay, at, max, outcome, hold, pol, ref =
-    string.match(o, '^(-?%d+),(%d+),(%d+),(%d+),([^,]*),(1?),([fci]?),(.*)$')
+    string.match(o, '^(-?%d+),(%d+),(%d+),(%d+),([^,]*),(1?),([fcidt]?),(.*)$')
   return level, delay + 0, at + 0, max, outcome, hold, pol, ref
 end
 
@@ -187,10 +194,17 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local id, p = ARGV[i], ARGV[i + 1]
   local kt = k_task(id)
   local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
-  local no
-  if ref ~= '' then no = child_refused(id, kt, pol, ref) elseif exists(id, kt) then no = DUPLICATE end
+  local no, moved
+  if ref == '' then
+    if exists(id, kt) then no = DUPLICATE end
+  elseif pol == 'd' or pol == 't' then
+    no, moved = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now, id)
+  else
+    no = child_refused(id, kt, pol, ref)
+  end
   if no then
     if no == DUPLICATE then stat('duplicates', 1) end
+    if moved then place(moved, now) end
     if flow_queue then flow_run(now) end
     finish()
     if flow_outboxed then return {no, RELAY} end
@@ -199,7 +213,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local t, t_s = available_at(delay, at)
   local s = next_seq()
   task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
-  if ref ~= '' then spawned(kt, ref) end
+  if ref ~= '' and pol ~= 'd' and pol ~= 't' then spawned(kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
   -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
@@ -278,6 +292,8 @@ local added, dups = 0, 0
 -- often sends several tasks to one partition.
 local parts, byp = {}, {}
 local pend_adds, pend_keys = {}, {}
+-- The partitions of tasks a debounced publish replaced (moved later), placed after the others.
+local moved
 
 for i = first_task, #ARGV, TASK do
   local id, p = ARGV[i], ARGV[i + 1]
@@ -285,7 +301,13 @@ for i = first_task, #ARGV, TASK do
   local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
   local no = refused[i]
   if not no and ref ~= '' then
-    no = child_refused(id, kt, pol, ref)
+    if pol == 'd' or pol == 't' then
+      local m
+      no, m = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now, id)
+      if m then moved = moved or {}; moved[#moved + 1] = m end
+    else
+      no = child_refused(id, kt, pol, ref)
+    end
   elseif not no and exists(id, kt) then
     no = DUPLICATE
   end
@@ -296,7 +318,6 @@ for i = first_task, #ARGV, TASK do
     local t, t_s = available_at(delay, at)
     local s = next_seq()
     task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
-    if ref ~= '' then spawned(kt, ref) end
     local e = byp[p]
     if not e then
       e = {0, t, t_s, 0, false}
@@ -319,8 +340,17 @@ for i = first_task, #ARGV, TASK do
       local pl = level .. ':' .. p
       if not levels_seen[pl] then levels_seen[pl] = true; level_add(p, level) end
     end
-    q[#q + 1] = t_s
-    q[#q + 1] = s .. id
+    if ref == '' then
+      q[#q + 1] = t_s
+      q[#q + 1] = s .. id
+    elseif pol == 'd' or pol == 't' then
+      -- Written now, not with the others: a later publish of its key in this call may replace it.
+      redis.call('ZADD', k_pending(p, level), t_s, s .. id)
+    else
+      q[#q + 1] = t_s
+      q[#q + 1] = s .. id
+      spawned(kt, ref)
+    end
     added = added + 1
     if EVENTS_MAX then emit('published', id, 'p', p) end
     res[#res + 1] = OK
@@ -355,6 +385,7 @@ for i = 1, #parts do
   if in_ready then ready_now = ready_now + e[4] end
 end
 wakes = math.max(wakes, ready_now)
+if moved then for j = 1, #moved do place(moved[j], now) end end
 if window > 0 then prune_dedup(now, window, 100) end
 stat('pub', added)
 stat('duplicates', dups)

@@ -203,6 +203,7 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 				{"published", c.Published}, {"duplicate", c.Duplicates}, {"acked", c.Acked}, {"rejected", c.Rejected},
 				{"taken_back", c.TakenBack}, {"handed_back", c.HandedBack}, {"recovered", c.Recovered}, {"dead_lettered", c.DeadLettered},
 				{"requeued", c.Requeued}, {"purged", c.Purged}, {"trimmed", c.Trimmed}, {"cancelled", c.Cancelled},
+				{"replaced", c.Replaced}, {"dropped", c.Dropped},
 			} {
 				o.ObserveInt64(events, ev.n, metric.WithAttributeSet(attribute.NewSet(q, attrEvent.String(ev.name))))
 			}

@@ -150,7 +150,8 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		{"Handed back by stopping workers", c.HandedBack},
 		{"Recovered from expired leases", c.Recovered}, {"Dead-lettered", c.DeadLettered},
 		{"Requeued from the dead letters", c.Requeued}, {"Purged", c.Purged}, {"Trimmed by the caps", c.Trimmed},
-		{"Cancelled", c.Cancelled}, {"Flows started", c.FlowsStarted}, {"Flows completed", c.FlowsCompleted},
+		{"Cancelled", c.Cancelled}, {"Debounced publishes that replaced a payload", c.Replaced},
+		{"Throttled publishes dropped", c.Dropped}, {"Flows started", c.FlowsStarted}, {"Flows completed", c.FlowsCompleted},
 		{"Flows failed", c.FlowsFailed}, {"Flows ended and kept", st.EndedFlows},
 		{"Consumers seen in the last hour", st.ConsumerCount},
 	}, LiveWindow: human(engine.ConsumerLive)}

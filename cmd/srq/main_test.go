@@ -226,6 +226,8 @@ type (
 		FlowsStarted   int64 `json:"flows_started"`
 		FlowsCompleted int64 `json:"flows_completed"`
 		FlowsFailed    int64 `json:"flows_failed"`
+		Replaced       int64 `json:"replaced"`
+		Dropped        int64 `json:"dropped"`
 	}
 	jsonConsumer struct {
 		ID       string    `json:"id"`

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 )
 
@@ -66,6 +67,9 @@ type TaskJSON struct {
 	// KeptState says it keeps a state for its next run, of KeptStateBytes bytes.
 	KeptState      bool `json:"kept_state"`
 	KeptStateBytes int  `json:"kept_state_bytes"`
+	// Debounce is the key and mode ("debounce" or "throttle") of a task a debounced publish added;
+	// null for others.
+	Debounce *engine.DebounceInfo `json:"debounce"`
 }
 
 // AttemptErrorJSON is the error of one failed delivery of a task.
@@ -93,7 +97,8 @@ type Rates struct {
 func taskJSON(t inspect.Task) TaskJSON {
 	out := TaskJSON{ID: t.ID, Shard: t.Shard, State: string(t.State), Partition: string(t.Partition), Priority: t.Priority,
 		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Crashes: t.Crashes, EnqueuedAt: t.EnqueuedAt,
-		AvailableAt: t.AvailableAt, LastError: t.LastError, Consumer: t.Consumer, Headers: t.Headers, Payload: t.Payload}
+		AvailableAt: t.AvailableAt, LastError: t.LastError, Consumer: t.Consumer, Headers: t.Headers, Payload: t.Payload,
+		Debounce: t.Debounce}
 	if out.Headers == nil {
 		out.Headers = map[string]string{}
 	}
@@ -212,6 +217,7 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 		[]string{"handed back", fmt.Sprint(s.HandedBack)},
 		[]string{"requeued / purged / trimmed", fmt.Sprintf("%d / %d / %d", s.Requeued, s.Purged, s.Trimmed)},
 		[]string{"cancelled", fmt.Sprint(s.Cancelled)},
+		[]string{"debounced: replaced / dropped", fmt.Sprintf("%d / %d", s.Replaced, s.Dropped)},
 		[]string{"flows started / completed / failed", fmt.Sprintf("%d / %d / %d", s.FlowsStarted, s.FlowsCompleted, s.FlowsFailed)},
 		[]string{"consumers", fmt.Sprintf("%d live, %d seen in the last hour", s.LiveConsumers, s.ConsumerCount)},
 	)
@@ -356,6 +362,13 @@ func printTask(w io.Writer, t TaskJSON) error {
 		{"enqueued at", ts(t.EnqueuedAt)}, {"available at", ts(t.AvailableAt)},
 		{"consumer", cmpStr(t.Consumer, "-")}, {"lease deadline", lease}, {"last error", cmpStr(oneLine(t.LastError, 200), "-")},
 	}...)
+	if d := t.Debounce; d != nil {
+		v := d.Key
+		if left := time.Until(t.AvailableAt); t.State == string(engine.StatePending) && left > 0 {
+			v += ", runs in " + left.Round(100*time.Millisecond).String() // by this host's clock
+		}
+		rows = append(rows, []string{d.Mode.String() + " key", v})
+	}
 	if t.Progress != nil {
 		rows = append(rows, []string{"progress", payloadText(t.Progress)})
 	}
