@@ -207,8 +207,10 @@ func TestMillionPartitions(t *testing.T) {
 	for _, c := range calls {
 		d := redisTime(t, b, c.f)
 		t.Logf("%-36s %8.3f ms of Redis time", c.name, float64(d.Microseconds())/1000)
-		if d > 50*time.Millisecond {
-			t.Errorf("%s took %v of Redis time, the budget is 50ms", c.name, d)
+		// A call that walked the million partitions would take seconds; a page's work takes about
+		// a millisecond, and a loaded machine (the suite on two cores) stretches it tenfold.
+		if d > 250*time.Millisecond {
+			t.Errorf("%s took %v of Redis time, the budget is 250ms", c.name, d)
 		}
 	}
 	t.Logf("total %v", time.Since(start).Round(time.Millisecond))

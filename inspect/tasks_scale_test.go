@@ -176,8 +176,10 @@ func TestTaskListsCallBudget(t *testing.T) {
 		if srv.Real() {
 			d := slowlogTime(t, ctx, c)
 			msg += fmt.Sprintf(", %8.3f ms of Redis time", float64(d.Microseconds())/1000)
-			if d > 50*time.Millisecond {
-				t.Errorf("%s took %v of Redis time, the budget is 50ms", call.name, d)
+			// A page's work is a few milliseconds; walking the million partitions would take
+			// seconds. The bound leaves room for a loaded machine (the suite on two cores).
+			if d > 250*time.Millisecond {
+				t.Errorf("%s took %v of Redis time, the budget is 250ms", call.name, d)
 			}
 		}
 		t.Log(msg)
