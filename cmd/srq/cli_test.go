@@ -172,6 +172,9 @@ func seedEvil(t *testing.T, f *fixture) {
 		{ID: evilID, Partition: evilPartition, Payload: []byte("\x1b[31mred"), Headers: map[string]string{"h\x1b[1m": "v\u009b1m"}},
 		{ID: evilID + "2", Partition: evilPartition},
 		{ID: evilID + "3", Partition: evilPartition},
+		// Listed by srq tasks: one available now, one delayed by its debounce key.
+		{ID: evilID + "4", Partition: evilPartition + "2"},
+		{Partition: evilPartition + "3", Debounce: &engine.Debounce{Key: "k\x1b[31m\u202e", Window: time.Hour}},
 	}
 	if _, err := eng.Publish(f.ctx, msgs); err != nil {
 		t.Fatal(err)
@@ -200,6 +203,8 @@ func TestEscapesControlCharacters(t *testing.T) {
 		{"--queue", evilQueue, "stats"},
 		{"--queue", evilQueue, "partitions", "--by", "paused"},
 		{"--queue", evilQueue, "inflight", "--limit", "1"},
+		{"--queue", evilQueue, "tasks"},
+		{"--queue", evilQueue, "tasks", "--delayed"},
 		{"--queue", evilQueue, "dead", "list", "--limit", "1"},
 		{"--queue", evilQueue, "dead", "list", "--error", "boom"},
 		{"--queue", evilQueue, "task", evilID},
@@ -245,6 +250,8 @@ func TestJSONEscapesControlCharacters(t *testing.T) {
 		{"--json", "--queue", evilQueue, "stats"},
 		{"--json", "--queue", evilQueue, "partitions", "--by", "paused"},
 		{"--json", "--queue", evilQueue, "inflight"},
+		{"--json", "--queue", evilQueue, "tasks"},
+		{"--json", "--queue", evilQueue, "tasks", "--delayed"},
 		{"--json", "--queue", evilQueue, "dead", "list"},
 		{"--json", "--queue", evilQueue, "task", evilID},
 		{"--json", "--queue", evilQueue, "watch", "--count", "1"},
@@ -384,7 +391,7 @@ func TestCLIRoughEdges(t *testing.T) {
 	if code != 2 || strings.Count(errOut, "srq:") != 1 || strings.Contains(errOut, "inspect:") {
 		t.Errorf("bad cursor: exit %d, %q; want one prefix", code, errOut)
 	}
-	for _, cmd := range [][]string{{"partitions"}, {"inflight"}, {"dead", "list"}} {
+	for _, cmd := range [][]string{{"partitions"}, {"inflight"}, {"tasks"}, {"dead", "list"}} {
 		code, out, errOut := f.run("", append(append([]string{"--queue", "q"}, cmd...), "--limit", "0")...)
 		if code != 2 || out != "" || !strings.Contains(errOut, "--limit 0 is outside [1, 500]") {
 			t.Errorf("%v --limit 0: exit %d, %q %q; want exit 2", cmd, code, out, errOut)

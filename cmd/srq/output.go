@@ -301,6 +301,41 @@ func printInFlight(w io.Writer, tasks []inspect.InFlightTask, next string) error
 	return printNext(w, next)
 }
 
+// printTasks writes a page of pending tasks (delayed ones when delayed is set), and next, the
+// command for the next page, unless empty. RUNS IN counts from the server's clock (ServerTime), so
+// a debounced task shows the time left of its window.
+func printTasks(w io.Writer, p inspect.TaskPage, delayed bool, next string) error {
+	if len(p.Tasks) == 0 {
+		what := "no pending task available now"
+		if delayed {
+			what = "no delayed task"
+		}
+		_, err := fmt.Fprintln(w, what)
+		return err
+	}
+	rows := [][]string{{"ID", "PARTITION", "SHARD", "PRIORITY", "ATTEMPTS", "RUNS IN", "DEBOUNCE"}}
+	for _, t := range p.Tasks {
+		attempts := fmt.Sprint(t.Attempts)
+		if t.MaxAttempts > 0 {
+			attempts += fmt.Sprintf("/%d", t.MaxAttempts)
+		}
+		runs := "now"
+		if left := t.AvailableAt.Sub(p.ServerTime); left > 0 {
+			runs = left.Round(100 * time.Millisecond).String()
+		}
+		debounce := "-"
+		if d := t.Debounce; d != nil {
+			debounce = d.Mode.String() + " " + d.Key
+		}
+		rows = append(rows, []string{t.ID, partName(string(t.Partition)), fmt.Sprint(t.Shard),
+			fmt.Sprint(t.Priority), attempts, runs, debounce})
+	}
+	if err := table(w, rows); err != nil {
+		return err
+	}
+	return printNext(w, next)
+}
+
 // printNext writes the command for the next page, unless there is none.
 func printNext(w io.Writer, next string) error {
 	if next == "" {

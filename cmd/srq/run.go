@@ -41,6 +41,9 @@ Commands:
   stats                        sizes, counters, consumers of --queue; without --queue, one line per queue
   partitions                   top partitions: --by depth|age|paused|held, --limit N
   inflight                     leased tasks, earliest deadline first: --offset N, --limit N
+  tasks                        pending tasks available now, longest waiting partition first; --delayed: the
+                               delayed ones, soonest first; with their debounce key and time left: --limit N,
+                               --cursor C
   dead list                    dead letters, newest first: --partition P, --base, --error S, --limit N, --cursor C,
                                --window N (letters looked at per shard when filtering)
   dead requeue <id>...         move dead letters back to pending; or --all, or a filter (--partition/--base/--error)
@@ -237,7 +240,7 @@ func (c *cli) dispatch(args []string) error {
 		cmd, rest = "queue "+rest[0], rest[1:]
 	}
 	commands := map[string]func([]string) error{
-		"queues": c.queues, "stats": c.stats, "partitions": c.partitions, "inflight": c.inflight,
+		"queues": c.queues, "stats": c.stats, "partitions": c.partitions, "inflight": c.inflight, "tasks": c.tasks,
 		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
 		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
 		"queue delete": c.queueDelete,
@@ -560,6 +563,35 @@ func (c *cli) inflight(args []string) error {
 		next = c.again(fs, map[string]string{"offset": strconv.Itoa(*offset + limit), "limit": strconv.Itoa(limit)})
 	}
 	return printInFlight(c.stdout, ts, next)
+}
+
+func (c *cli) tasks(args []string) error {
+	fs := c.flags("tasks")
+	var q inspect.TaskQuery
+	fs.BoolVar(&q.Delayed, "delayed", false, "the delayed tasks (of partitions with none available now), soonest first")
+	fs.StringVar(&q.Cursor, "cursor", "", "continue where a previous page ended")
+	limitFlag(fs, &q.Limit, inspect.DefaultPageLimit, "tasks")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("tasks takes no arguments"))
+	}
+	if err := checkLimit(q.Limit); err != nil {
+		return err
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	page, err := c.in.PendingTasks(c.ctx, c.opts.queue, q)
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		return c.emitJSON(page)
+	}
+	next := ""
+	if page.Next != "" {
+		next = c.again(fs, map[string]string{"cursor": page.Next})
+	}
+	return printTasks(c.stdout, page, q.Delayed, next)
 }
 
 // deadFilter registers the filter flags of the dead commands.
