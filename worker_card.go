@@ -24,6 +24,8 @@ type card struct {
 	every       time.Duration
 	queues      []*shardSet
 	running     atomic.Int64
+	batches     atomic.Int64 // batch handlers running
+	batchTasks  atomic.Int64 // the tasks in them
 	log         *slog.Logger
 }
 
@@ -44,6 +46,22 @@ func (c *card) counting(h pool.HandleFunc) pool.HandleFunc {
 		c.running.Add(1)
 		defer c.running.Add(-1)
 		return h(ctx, d, eng)
+	}
+}
+
+// countingBatch wraps h so that the card counts the batch handlers running as handlers, and the
+// batches and the tasks in them.
+func (c *card) countingBatch(h pool.BatchFunc) pool.BatchFunc {
+	return func(ctx context.Context, ds []*engine.Delivery, engs []*engine.Engine) ([][]byte, []error) {
+		c.running.Add(1)
+		c.batches.Add(1)
+		c.batchTasks.Add(int64(len(ds)))
+		defer func() {
+			c.running.Add(-1)
+			c.batches.Add(-1)
+			c.batchTasks.Add(-int64(len(ds)))
+		}()
+		return h(ctx, ds, engs)
 	}
 }
 

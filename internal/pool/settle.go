@@ -158,7 +158,11 @@ func (p *runner) handleLoop(units <-chan []*job) error {
 			continue
 		default:
 		}
-		p.runUnit(u)
+		if u[0].src.Batch != nil {
+			p.runBatch(u)
+		} else {
+			p.runUnit(u)
+		}
 	}
 	return nil
 }
