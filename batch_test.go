@@ -616,3 +616,44 @@ func TestNewBatchWorkerRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchOnWorkerRecord: a worker's record counts its running batches and the tasks in them,
+// each batch as one running handler.
+func TestBatchOnWorkerRecord(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	release := make(chan struct{})
+	h := srq.BatchHandlerFunc[int](func(ctx context.Context, _ []*srq.Task[int]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 2, MaxWait: time.Hour},
+		srq.WorkerConfig{Concurrency: 3, Lease: 300 * time.Millisecond, ConsumerID: "batch-card", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func() engine.WorkerRecord {
+		recs, err := q.Engine().Workers(ctx, []string{"batch-card"})
+		if err != nil || recs[0] == nil {
+			return engine.WorkerRecord{Running: -1}
+		}
+		return *recs[0]
+	}
+	runWorker(t, w)
+	if _, err := q.PublishBatch(ctx, []srq.Message[int]{{Value: 1}, {Value: 2}, {Value: 3}, {Value: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two batches of two on the record", func() bool {
+		r := record()
+		return r.Running == 2 && r.Batches == 2 && r.BatchTasks == 4
+	})
+	close(release)
+	waitFor(t, "no batch on the record", func() bool {
+		r := record()
+		return r.Running == 0 && r.Batches == 0 && r.BatchTasks == 0
+	})
+}
