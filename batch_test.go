@@ -154,10 +154,11 @@ func TestBatchErrorAppliesToAll(t *testing.T) {
 		name    string
 		err     error
 		lastErr string
+		state   engine.State
 	}{
-		{name: "one error for all", err: errors.New("downstream is down"), lastErr: "downstream is down"},
-		{name: "a wrapped permanent", err: fmt.Errorf("wrapped: %w", srq.Permanent(errors.New("bad batch"))), lastErr: "bad batch"},
-		{name: "BatchErrors too short", err: srq.BatchErrors([]error{nil}), lastErr: "BatchErrors has 1 errors for a batch of 3 tasks"},
+		{name: "one error for all", err: errors.New("downstream is down"), lastErr: "downstream is down", state: engine.StatePending},
+		{name: "a wrapped permanent", err: fmt.Errorf("wrapped: %w", srq.Permanent(errors.New("bad batch"))), lastErr: "bad batch", state: engine.StateDead},
+		{name: "BatchErrors too short", err: srq.BatchErrors([]error{nil}), lastErr: "BatchErrors has 1 errors for a batch of 3 tasks", state: engine.StatePending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -186,8 +187,8 @@ func TestBatchErrorAppliesToAll(t *testing.T) {
 				return err == nil && st.InFlight == 0 && st.Pending+st.Dead == 3
 			})
 			for i := range 3 {
-				if info := taskInfo(t, q, fmt.Sprint(i)); !strings.Contains(info.LastError, tc.lastErr) {
-					t.Errorf("task %d: last error %q, want it to say %q", i, info.LastError, tc.lastErr)
+				if info := taskInfo(t, q, fmt.Sprint(i)); !strings.Contains(info.LastError, tc.lastErr) || info.State != tc.state {
+					t.Errorf("task %d: %s, last error %q; want %s, saying %q", i, info.State, info.LastError, tc.state, tc.lastErr)
 				}
 			}
 		})
@@ -232,7 +233,14 @@ func TestBatchMaxWaitAndMaxSize(t *testing.T) {
 		if _, err := q.PublishBatch(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
-		h, calls := recordBatches(nil)
+		var running, most atomic.Int32
+		h, calls := recordBatches(func([]*srq.Task[int]) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			return nil
+		})
 		// MaxWait is far beyond the test's deadline: only full batches run.
 		w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 5, MaxWait: time.Hour}, srq.WorkerConfig{Concurrency: 2, Logger: quiet})
 		if err != nil {
@@ -252,6 +260,9 @@ func TestBatchMaxWaitAndMaxSize(t *testing.T) {
 			if v != i {
 				t.Fatalf("ran %v, want 0 to 19 once each", seen)
 			}
+		}
+		if most.Load() > 2 {
+			t.Errorf("%d batches ran at once, want at most Concurrency 2", most.Load())
 		}
 	})
 }
@@ -274,10 +285,18 @@ func TestBatchGroups(t *testing.T) {
 			ctx := testCtx(t)
 			q, _ := newQueue[int](t, srq.QueueConfig{})
 			const total = 24
-			tenantOf := func(i int) string { return fmt.Sprint("t", i/2%3) } // t0 t0 t1 t1 t2 t2 t0…
+			tenantOf := func(i int) string { // t0 t0 t1 t1 t2 t2 t0 none…
+				if i%8 == 7 {
+					return "none"
+				}
+				return fmt.Sprint("t", i/2%3)
+			}
 			var msgs []srq.Message[int]
 			for i := range total {
 				o := srq.PublishOpts{Headers: map[string]string{"tenant": tenantOf(i)}, Partition: tenantOf(i)}
+				if tenantOf(i) == "none" { // no header, the base partition
+					o.Headers, o.Partition = nil, ""
+				}
 				if tc.ordered {
 					o.Partition, o.Ordered = "one", true
 				}
@@ -398,12 +417,13 @@ func TestBatchMiddlewareSeesEachTask(t *testing.T) {
 	}
 	var mu sync.Mutex
 	saw := map[string]error{}
+	type mark struct{}
 	observe := func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
 			if d.ID == "skip" {
 				return srq.Snooze(time.Hour) // next is not called
 			}
-			err := next(ctx, d)
+			err := next(context.WithValue(ctx, mark{}, d.ID), d)
 			mu.Lock()
 			saw[d.ID] = err
 			mu.Unlock()
@@ -419,7 +439,7 @@ func TestBatchMiddlewareSeesEachTask(t *testing.T) {
 			}
 		}
 	}
-	h, calls := recordBatches(func(tasks []*srq.Task[int]) error {
+	inner, calls := recordBatches(func(tasks []*srq.Task[int]) error {
 		errs := make([]error, len(tasks))
 		for i, task := range tasks {
 			if task.ID == "bad" {
@@ -427,6 +447,12 @@ func TestBatchMiddlewareSeesEachTask(t *testing.T) {
 			}
 		}
 		return srq.BatchErrors(errs)
+	})
+	h := srq.BatchHandlerFunc[int](func(ctx context.Context, tasks []*srq.Task[int]) error {
+		if v := ctx.Value(mark{}); v != nil {
+			t.Errorf("the batch's context has the value %v a task's middleware added", v)
+		}
+		return inner.HandleBatch(ctx, tasks)
 	})
 	w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 10, MaxWait: 50 * time.Millisecond}, srq.WorkerConfig{
 		Concurrency: 1, Logger: quiet, Middleware: []srq.Middleware{observe, permanentIfBad},
