@@ -56,7 +56,8 @@ type BatchConfig struct {
 	// ByHeader by a header the publisher sets. Nil: one group. An ordered partition's tasks
 	// fetched together whose groups differ are cut at the first change: the later ones go back
 	// unrun, in their places and without using an attempt, and come again after the first part.
-	// The Delivery it gets has no result: SetResult fails on it.
+	// The Delivery it gets has no result: SetResult fails on it. A Group that panics is logged, and
+	// puts the task in a group of the tasks whose Group panicked.
 	Group func(d *Delivery) string
 }
 
@@ -302,7 +303,16 @@ func batchSource[T any](q *Queue[T], h BatchHandler[T], bc BatchConfig, cfg Work
 	}
 	b := &pool.Batch{MaxSize: bc.MaxSize, MaxWait: bc.MaxWait, Handle: handle}
 	if bc.Group != nil {
-		b.Group = func(ed *engine.Delivery) string { return bc.Group(&Delivery{Delivery: *ed, Queue: name}) }
+		b.Group = func(ed *engine.Delivery) (group string) {
+			defer func() {
+				// Called as tasks are fetched, outside any handler: a panic would end the process.
+				if v := recover(); v != nil {
+					log.Error("BatchConfig.Group panicked; the task joins a group of its own kind", "task", ed.ID, "panic", v)
+					group = "\x00panicked"
+				}
+			}()
+			return bc.Group(&Delivery{Delivery: *ed, Queue: name})
+		}
 	}
 	return pool.Source{Name: name, Engines: q.shards.engines, Batch: b, Logger: log}, nil
 }

@@ -683,3 +683,40 @@ func TestBatchOnWorkerRecord(t *testing.T) {
 		return r.Running == 0 && r.Batches == 0 && r.BatchTasks == 0
 	})
 }
+
+// TestBatchGroupPanics: a Group that panics does not end the worker: the tasks it panicked on form
+// a group of their own.
+func TestBatchGroupPanics(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	var msgs []srq.Message[int]
+	for i := range 6 {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: fmt.Sprint(i)}})
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	group := func(d *srq.Delivery) string {
+		if d.ID[0]%2 == 1 {
+			panic("odd")
+		}
+		return "even"
+	}
+	h, calls := recordBatches(nil)
+	w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 10, MaxWait: 20 * time.Millisecond, Group: group},
+		srq.WorkerConfig{Concurrency: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	for ran := 0; ran < 6; {
+		b := nextBatch(t, calls)
+		for _, v := range b.values {
+			if v%2 != b.values[0]%2 {
+				t.Fatalf("batch %v mixes the tasks Group panicked on with the others", b.values)
+			}
+		}
+		ran += len(b.values)
+	}
+}
