@@ -720,3 +720,34 @@ func TestBatchGroupPanics(t *testing.T) {
 		ran += len(b.values)
 	}
 }
+
+// TestBatchGroupsFillTheWorker: when every task the worker holds waits in a batch that is not full
+// (more groups than room), the batches run at once rather than after MaxWait.
+func TestBatchGroupsFillTheWorker(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	var msgs []srq.Message[int]
+	for i := range 6 {
+		msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{Headers: map[string]string{"tenant": fmt.Sprint(i)}}})
+	}
+	if _, err := q.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	h, calls := recordBatches(nil)
+	// The worker holds 3 tasks (Concurrency 1 + Prefetch 2), each of its own group; MaxWait is
+	// beyond the test's deadline.
+	w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 3, MaxWait: time.Hour, Group: srq.ByHeader("tenant")},
+		srq.WorkerConfig{Concurrency: 1, Prefetch: 2, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	for ran := 0; ran < 6; {
+		b := nextBatch(t, calls)
+		if len(b.values) != 1 {
+			t.Fatalf("batch %v, want one task of one group", b.values)
+		}
+		ran++
+	}
+}

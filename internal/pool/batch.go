@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/srqueue/srq/engine"
@@ -41,8 +42,9 @@ type BatchFunc func(ctx context.Context, ds []*engine.Delivery, engs []*engine.E
 // handlers on out. The tasks it holds hold their slots and have their leases extended, as fetched
 // tasks waiting for a handler do.
 type collector struct {
-	b   *Batch
-	out chan<- []*job // the handlers' units channel: room for every slot, so a send never blocks
+	b        *Batch
+	out      chan<- []*job // the handlers' units channel: room for every slot, so a send never blocks
+	gathered *atomic.Int64 // the tasks gathered by every collector of the runner
 
 	mu     sync.Mutex
 	groups map[string]*gathering
@@ -55,8 +57,8 @@ type gathering struct {
 	timer *time.Timer // flushes it MaxWait after its first task came
 }
 
-func newCollector(b *Batch, out chan<- []*job) *collector {
-	return &collector{b: b, out: out, groups: map[string]*gathering{}}
+func newCollector(b *Batch, out chan<- []*job, gathered *atomic.Int64) *collector {
+	return &collector{b: b, out: out, gathered: gathered, groups: map[string]*gathering{}}
 }
 
 // add takes in a unit of fetched tasks. It returns the tasks it did not take, to be handed back:
@@ -87,6 +89,7 @@ func (c *collector) add(u []*job) (back []*job) {
 		}
 	}
 	g.js = append(g.js, u...)
+	c.gathered.Add(int64(len(u)))
 	if len(g.js) >= c.b.MaxSize || c.b.MaxWait <= 0 {
 		c.sendLocked(key, g)
 	}
@@ -108,6 +111,7 @@ func (c *collector) sendLocked(key string, g *gathering) {
 		g.timer.Stop()
 	}
 	delete(c.groups, key)
+	c.gathered.Add(-int64(len(g.js)))
 	c.out <- g.js
 }
 
@@ -132,6 +136,7 @@ func (c *collector) close() []*job {
 			g.timer.Stop()
 		}
 		js = append(js, g.js...)
+		c.gathered.Add(-int64(len(g.js)))
 		delete(c.groups, key)
 	}
 	return js
@@ -145,6 +150,13 @@ func (p *runner) dispatch(u []*job, units chan<- []*job) {
 		return
 	}
 	p.handBack(c.add(u))
+	if len(p.slots) == 0 && p.gathered.Load() >= int64(p.limit()) {
+		// Every task the worker holds waits in a batch that is not full (tasks of many groups): no
+		// fetch can fill one, and nothing would run before MaxWait. They run now.
+		for _, c := range p.collectors {
+			c.flushAll()
+		}
+	}
 }
 
 // newCollectors makes a collector for every batch source, sending on units.
@@ -152,7 +164,7 @@ func (p *runner) newCollectors(units chan<- []*job) {
 	p.collectors = map[*source]*collector{}
 	for _, s := range p.sources {
 		if s.Batch != nil {
-			p.collectors[s] = newCollector(s.Batch, units)
+			p.collectors[s] = newCollector(s.Batch, units, &p.gathered)
 		}
 	}
 }

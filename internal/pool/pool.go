@@ -183,6 +183,7 @@ type runner struct {
 	pf        *prefetcher                  // sizes an adaptive prefetch; nil for a fixed one
 	// collectors gathers the batches of each batch source (batch.go); set before the fetchers start.
 	collectors map[*source]*collector
+	gathered   atomic.Int64 // the tasks the collectors hold
 
 	mu sync.Mutex
 	// jobs holds every fetched task not yet settled. Keyed by the job, not the task id: one id can
