@@ -751,3 +751,48 @@ func TestBatchGroupsFillTheWorker(t *testing.T) {
 		ran++
 	}
 }
+
+// TestBatchShutdownCutsOff: a batch still running when ShutdownTimeout passes has its context
+// ended with cause ErrShutdown, and its tasks go back without using an attempt.
+func TestBatchShutdownCutsOff(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	if _, err := q.PublishBatch(ctx, []srq.Message[int]{{Value: 1, Opts: srq.PublishOpts{ID: "a"}}, {Value: 2, Opts: srq.PublishOpts{ID: "b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	h := srq.BatchHandlerFunc[int](func(ctx context.Context, _ []*srq.Task[int]) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 2, MaxWait: time.Hour},
+		srq.WorkerConfig{Concurrency: 1, ShutdownTimeout: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	<-started
+	stop()
+	if err := <-cause; !errors.Is(err, srq.ErrShutdown) {
+		t.Errorf("the batch's context ended with %v, want ErrShutdown", err)
+	}
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A task handed back while a fetch was under way may be fetched again, and handed back again
+	// by the stop: at least two hand-backs.
+	if st.Pending != 2 || st.InFlight != 0 || st.HandedBack < 2 || st.Rejected != 0 {
+		t.Fatalf("after the stop: %d pending, %d in flight, %d handed back, %d rejected; want 2, 0, at least 2, 0",
+			st.Pending, st.InFlight, st.HandedBack, st.Rejected)
+	}
+	for _, id := range []string{"a", "b"} {
+		if info := taskInfo(t, q, id); info.Attempts != 0 {
+			t.Errorf("task %s used %d attempts, want 0", id, info.Attempts)
+		}
+	}
+}
