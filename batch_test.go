@@ -641,6 +641,11 @@ func TestNewBatchWorkerRefused(t *testing.T) {
 			t.Errorf("MaxSize 20 with %+v: %v", cfg, err)
 		}
 	}
+	// The default Prefetch of a batch worker is Concurrency × MaxSize: 1 + 100 tasks held, where an
+	// ordinary worker's adaptive prefetch would hold at most 1 + 64.
+	if _, err := srq.NewBatchWorker(q, h, srq.BatchConfig{}, srq.WorkerConfig{Concurrency: 1}); err != nil {
+		t.Errorf("the default MaxSize with Concurrency 1: %v", err)
+	}
 }
 
 // TestBatchOnWorkerRecord: a worker's record counts its running batches and the tasks in them,
