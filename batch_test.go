@@ -147,7 +147,8 @@ func TestBatchMixedOutcomes(t *testing.T) {
 }
 
 // TestBatchErrorAppliesToAll: an error that is not a BatchError applies to every task of the
-// batch, and BatchErrors of the wrong length gives each task an ErrInvalid error.
+// batch, and BatchErrors of the wrong length gives each task an ErrInvalid error. The tasks that
+// go back, go back in one call.
 func TestBatchErrorAppliesToAll(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -155,15 +156,16 @@ func TestBatchErrorAppliesToAll(t *testing.T) {
 		err     error
 		lastErr string
 		state   engine.State
+		rejects int // reject calls
 	}{
-		{name: "one error for all", err: errors.New("downstream is down"), lastErr: "downstream is down", state: engine.StatePending},
+		{name: "one error for all", err: errors.New("downstream is down"), lastErr: "downstream is down", state: engine.StatePending, rejects: 1},
 		{name: "a wrapped permanent", err: fmt.Errorf("wrapped: %w", srq.Permanent(errors.New("bad batch"))), lastErr: "bad batch", state: engine.StateDead},
-		{name: "BatchErrors too short", err: srq.BatchErrors([]error{nil}), lastErr: "BatchErrors has 1 errors for a batch of 3 tasks", state: engine.StatePending},
+		{name: "BatchErrors too short", err: srq.BatchErrors([]error{nil}), lastErr: "BatchErrors has 1 errors for a batch of 3 tasks", state: engine.StatePending, rejects: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
-			q, _ := newQueue[int](t, srq.QueueConfig{})
+			q, watch := watchedQueue[int](t)
 			var msgs []srq.Message[int]
 			for i := range 3 {
 				msgs = append(msgs, srq.Message[int]{Value: i, Opts: srq.PublishOpts{ID: fmt.Sprint(i)}})
@@ -190,6 +192,9 @@ func TestBatchErrorAppliesToAll(t *testing.T) {
 				if info := taskInfo(t, q, fmt.Sprint(i)); !strings.Contains(info.LastError, tc.lastErr) || info.State != tc.state {
 					t.Errorf("task %d: %s, last error %q; want %s, saying %q", i, info.State, info.LastError, tc.state, tc.lastErr)
 				}
+			}
+			if n := watch.calls("reject"); n != tc.rejects {
+				t.Errorf("%d reject calls, want %d", n, tc.rejects)
 			}
 		})
 	}

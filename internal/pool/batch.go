@@ -247,11 +247,16 @@ func (p *runner) runBatch(js []*job) {
 			}
 		}
 		errs := map[*job]error{}
+		var settled map[*job]bool
 		if len(run) > 0 {
 			p.callBatch(b, run, errs)
+			settled = p.settleUnordered(run, errs)
 		}
 		for k, part := range parts {
 			for i, j := range part {
+				if settled[j] {
+					continue // an unordered task: its chain ends with it
+				}
 				err, ran := errs[j]
 				if !ran {
 					err = context.Cause(j.ctx) // cancelled before it started: settled as cancelled, never run
@@ -286,6 +291,59 @@ func (p *runner) runBatch(js []*job) {
 		}
 		chains = left
 	}
+}
+
+// settleUnordered settles the unordered tasks of a batch that failed, together: those cut off by
+// shutdown in one hand-back, those that go back (a retry, a reject, a wait) in one reject call per
+// shard, where settle makes a call for each. An unordered task is a chain alone, so nothing
+// follows it. It returns the tasks it settled; the others (acked, dead-lettered, cancelled, or of
+// an ordered partition) are left to settle.
+func (p *runner) settleUnordered(run []*job, errs map[*job]error) map[*job]bool {
+	settled := map[*job]bool{}
+	var back []*job
+	rejects := map[*engine.Engine][]*job{}
+	for _, j := range run {
+		err := errs[j]
+		if err == nil || j.d.Partition.IsOrdered() || errors.Is(context.Cause(j.ctx), engine.ErrCancelled) {
+			continue
+		}
+		v := p.cfg.Classify(err)
+		switch {
+		case v.Kind == Permanent:
+			continue
+		case errors.Is(context.Cause(j.ctx), p.cfg.Shutdown):
+			back = append(back, j) // as in settle: cut off, the task did not fail
+		default:
+			if v.Panic != nil {
+				j.src.log.Error("handler panic", "task", j.d.ID, "panic", v.Panic, "stack", string(v.Stack))
+			}
+			rejects[j.eng] = append(rejects[j.eng], j)
+			j.rejection = p.rejection(j, err, v)
+		}
+		settled[j] = true
+	}
+	p.handBack(back)
+	for eng, group := range rejects {
+		rs := make([]engine.Rejection, len(group))
+		for i, j := range group {
+			rs[i] = j.rejection
+		}
+		var res []engine.RejectResult
+		rerr := p.settleCall(context.WithoutCancel(group[0].ctx), func(ctx context.Context) (err error) {
+			res, err = eng.Reject(ctx, rs)
+			return err
+		})
+		if rerr != nil {
+			p.log(eng).Error("reject failed; the tasks return when their leases expire", "tasks", len(group), "err", rerr)
+		}
+		for i, j := range group {
+			if rerr == nil && res[i].Err != nil {
+				j.src.log.Info("reject refused: the lease was lost", "task", j.d.ID, "err", res[i].Err)
+			}
+			p.release(j)
+		}
+	}
+	return settled
 }
 
 // callBatch runs the source's batch handler over run and records each task's error in errs and
