@@ -18,7 +18,8 @@ import (
 
 // WorkerConfig configures a Worker. Zero values mean the documented defaults.
 type WorkerConfig struct {
-	// Concurrency is how many handlers run at once. Default 10.
+	// Concurrency is how many handlers run at once; a batch handler (NewBatchWorker,
+	// ServeBatches) running one batch counts once. Default 10.
 	Concurrency int
 	// Prefetch is how many tasks may wait leased, fetched ahead of a free handler. Default
 	// (0): adaptive, from Concurrency up to 8 × Concurrency (at least 64), sized to what the
@@ -29,7 +30,9 @@ type WorkerConfig struct {
 	// queue of one shard, with handlers faster than a round trip, the worker's calls carry about
 	// half of Concurrency plus the prefetch each, so a larger prefetch means fewer, larger calls
 	// and more tasks a second (docs/worker.md, "Throughput"); the tasks it holds wait in this
-	// worker, and for their leases to expire if its process dies.
+	// worker, and for their leases to expire if its process dies. A worker with batch queues
+	// holds tasks gathered into batches against the same Concurrency + Prefetch, and its default
+	// Prefetch is fixed at Concurrency × the largest BatchConfig.MaxSize (BatchConfig).
 	Prefetch int
 	// Lease is how long a fetched task stays leased without an extension; the worker extends the
 	// leases of its tasks every Lease/3, and starts a task's handler only while more than Lease/3

@@ -13,9 +13,9 @@ import (
 )
 
 // card is the record a running Worker keeps of itself in every shard of every queue it serves
-// (engine.WorkerRecord): its host, pid, queues, concurrency, when its Run started and how many of
-// its handlers run. Operators read it beside the queue's consumers (the dashboard's workers page).
-// It is written when Run starts, written again when the count of running handlers changed, at
+// (engine.WorkerRecord): its host, pid, queues, concurrency, when its Run started, how many of
+// its handlers run, and how many batches and tasks in them. Operators read it beside the queue's consumers (the dashboard's workers page).
+// It is written when Run starts, written again when one of its counts changed, at
 // most once per Lease/3 (the lease extension period), or every cardRefresh, and deleted when Run
 // returns; written only as a worker's record, it expires an hour after its last write.
 type card struct {
@@ -24,6 +24,8 @@ type card struct {
 	every       time.Duration
 	queues      []*shardSet
 	running     atomic.Int64
+	batches     atomic.Int64 // batch handlers running
+	batchTasks  atomic.Int64 // the tasks in them
 	log         *slog.Logger
 }
 
@@ -47,6 +49,27 @@ func (c *card) counting(h pool.HandleFunc) pool.HandleFunc {
 	}
 }
 
+// countingBatch wraps h so that the card counts the batch handlers running as handlers, and the
+// batches and the tasks in them.
+func (c *card) countingBatch(h pool.BatchFunc) pool.BatchFunc {
+	return func(ctx context.Context, ds []*engine.Delivery, engs []*engine.Engine) ([][]byte, []error) {
+		c.running.Add(1)
+		c.batches.Add(1)
+		c.batchTasks.Add(int64(len(ds)))
+		defer func() {
+			c.running.Add(-1)
+			c.batches.Add(-1)
+			c.batchTasks.Add(-int64(len(ds)))
+		}()
+		return h(ctx, ds, engs)
+	}
+}
+
+// counts returns the counts the card shows: handlers running, batches running, tasks in them.
+func (c *card) counts() [3]int64 {
+	return [3]int64{c.running.Load(), c.batches.Load(), c.batchTasks.Load()}
+}
+
 // start writes the card and keeps it current until the returned stop is called, which deletes it
 // and returns once the goroutine start began has ended. A write that fails is logged at Debug and
 // tried again at the next tick: the card is for operators, and the worker runs without it.
@@ -61,10 +84,10 @@ func (c *card) start(ctx context.Context) (stop func()) {
 	wg.Go(func() {
 		t := time.NewTicker(c.every)
 		defer t.Stop()
-		written, at := int64(-1), time.Time{}
+		written, at := [3]int64{-1}, time.Time{}
 		for {
-			if n := c.running.Load(); n != written || time.Since(at) >= cardRefresh {
-				rec.Running, rec.Updated = int(n), time.Now()
+			if n := c.counts(); n != written || time.Since(at) >= cardRefresh {
+				rec.Running, rec.Batches, rec.BatchTasks, rec.Updated = int(n[0]), int(n[1]), int(n[2]), time.Now()
 				if c.each(ctx, func(ctx context.Context, e *engine.Engine) error { return e.PutWorker(ctx, c.consumer, rec) }) {
 					written, at = n, rec.Updated
 				}

@@ -23,8 +23,11 @@ type ServeOpts struct {
 type Served struct {
 	shards *shardSet
 	weight int
-	err    error // what Serve found wrong, reported by NewWorkerOf
-	source func(cfg WorkerConfig, decodeLogged *atomic.Bool) (pool.Source, error)
+	// batchSize is the queue's BatchConfig.MaxSize when it is served in batches (ServeBatches); 0
+	// for a Handler.
+	batchSize int
+	err       error // what Serve found wrong, reported by NewWorkerOf
+	source    func(cfg WorkerConfig, decodeLogged *atomic.Bool) (pool.Source, error)
 }
 
 // Serve pairs q with the handler h, with opts (nil for the defaults), for NewWorkerOf. It does not
@@ -65,7 +68,7 @@ func NewWorkerOf(cfg WorkerConfig, served ...Served) (*Worker, error) {
 	if len(served) == 0 {
 		return nil, fmt.Errorf("%w: NewWorkerOf: no queue to serve", ErrInvalid)
 	}
-	cfg, err := cfg.withDefaults()
+	cfg, err := batchDefaults(cfg, served...)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +97,11 @@ func NewWorkerOf(cfg WorkerConfig, served ...Served) (*Worker, error) {
 		}
 		w.decodeLogged = append(w.decodeLogged, logged)
 		src.Weight = max(s.weight, 1)
-		src.Handle = w.card.counting(src.Handle)
+		if src.Batch != nil {
+			src.Batch.Handle = w.card.countingBatch(src.Batch.Handle)
+		} else {
+			src.Handle = w.card.counting(src.Handle)
+		}
 		srcs = append(srcs, src)
 		w.queues = append(w.queues, s.shards)
 	}

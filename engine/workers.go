@@ -28,9 +28,13 @@ type WorkerRecord struct {
 	Queues      []string // the queues the worker serves
 	Concurrency int
 	Started     time.Time // when its Run started, on the worker's clock
-	// Running counts its handlers running when the record was written.
+	// Running counts its handlers running when the record was written (a batch handler counts
+	// once).
 	Running int
-	Updated time.Time // when the record was written, on the worker's clock
+	// Batches counts its batch handlers running (srq.BatchHandler) when the record was written, and
+	// BatchTasks the tasks in them; 0 for a worker without batch queues.
+	Batches, BatchTasks int
+	Updated             time.Time // when the record was written, on the worker's clock
 }
 
 // workerWire is a WorkerRecord as the wk: key holds it, JSON with short names and ms times.
@@ -40,6 +44,8 @@ type workerWire struct {
 	Queues      []string `json:"q"`
 	Concurrency int      `json:"n"`
 	Running     int      `json:"r"`
+	Batches     int      `json:"b,omitempty"`
+	BatchTasks  int      `json:"bt,omitempty"`
 	Started     int64    `json:"s"`
 	Updated     int64    `json:"u"`
 }
@@ -52,7 +58,7 @@ func (e *Engine) PutWorker(ctx context.Context, consumer string, rec WorkerRecor
 		return invalidf("empty consumer id")
 	}
 	b, err := json.Marshal(workerWire{Host: rec.Host, PID: rec.PID, Queues: rec.Queues, Concurrency: rec.Concurrency,
-		Running: rec.Running, Started: rec.Started.UnixMilli(), Updated: rec.Updated.UnixMilli()})
+		Running: rec.Running, Batches: rec.Batches, BatchTasks: rec.BatchTasks, Started: rec.Started.UnixMilli(), Updated: rec.Updated.UnixMilli()})
 	if err != nil {
 		return fmt.Errorf("srq: worker record: %w", err)
 	}
@@ -101,7 +107,7 @@ func (e *Engine) Workers(ctx context.Context, consumers []string) ([]*WorkerReco
 			continue
 		}
 		out[i] = &WorkerRecord{Host: w.Host, PID: w.PID, Queues: w.Queues, Concurrency: w.Concurrency, Running: w.Running,
-			Started: msTime(w.Started), Updated: msTime(w.Updated)}
+			Batches: w.Batches, BatchTasks: w.BatchTasks, Started: msTime(w.Started), Updated: msTime(w.Updated)}
 	}
 	return out, nil
 }

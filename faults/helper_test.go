@@ -37,7 +37,10 @@ type helperConfig struct {
 	// and go on working. Mode "schedule": fire the queue's schedules with a Scheduler until
 	// SIGTERM, running no worker (scheduleMain). Mode "workflow": run the parents of Queue and
 	// their children until SIGTERM, holding them at the points the test kills at (workflowMain).
+	// Mode "batch": as "work", with a batch worker (NewBatchWorker) of Batch tasks a batch, each
+	// batch taking up to Work.
 	Mode        string
+	Batch       int    // mode "batch": BatchConfig.MaxSize
 	Hold        string // the prefix of the ids of the tasks mode "hold" holds
 	CheckLeases bool   // record with LeaseMiddleware: check each lease in Redis as its handler starts
 	Addr        string
@@ -111,10 +114,27 @@ func helperMain() int {
 	if cfg.CheckLeases {
 		record = rec.LeaseMiddleware(cfg.Process, history.RedisLease(q.ShardOf))
 	}
-	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch,
+	wcfg := srq.WorkerConfig{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch,
 		Lease: cfg.Lease, ConsumerID: cfg.Process, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 		Retry:      func(int, error) time.Duration { return 10 * time.Millisecond },
-		Middleware: []srq.Middleware{record}})
+		Middleware: []srq.Middleware{record}}
+	var w *srq.Worker
+	if cfg.Mode == "batch" {
+		// One pause of up to Work for the whole batch; then each task's execution is recorded,
+		// one after another in the batch's order, with the batch's outcome: the history checks
+		// the order in which a batch takes an ordered partition's tasks. (The worker's middleware
+		// would record every task of a batch as started at once, before the earlier ones ended.)
+		wcfg.Middleware = nil
+		w, err = srq.NewBatchWorker(q, srq.BatchHandlerFunc[task](func(ctx context.Context, tasks []*srq.Task[task]) error {
+			err := h.Handle(ctx, tasks[0])
+			for _, t := range tasks {
+				_ = record(func(context.Context, *srq.Delivery) error { return err })(ctx, t.Delivery)
+			}
+			return err
+		}), srq.BatchConfig{MaxSize: cfg.Batch, MaxWait: 5 * time.Millisecond}, wcfg)
+	} else {
+		w, err = srq.NewWorker(q, h, wcfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2

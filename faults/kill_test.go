@@ -92,6 +92,7 @@ func TestWorkersKilled(t *testing.T) {
 		if !ok {
 			return false
 		}
+		t.Logf("DEBUG %s acked %d pending %d inflight %d", time.Now().Format("05.000"), s.Acked, s.Pending, s.InFlight)
 		for killed < kills && s.Acked >= points[killed] {
 			i := rng.IntN(len(live))
 			victim := live[i]
@@ -110,6 +111,104 @@ func TestWorkersKilled(t *testing.T) {
 		}
 	}
 
+	events := rec.Events()
+	for _, p := range procs {
+		events = append(events, readHistory(t, filepath.Join(dir, p.name+".jsonl"))...)
+	}
+	r := check(t, events)
+	if r.Published != total || r.Completed != total {
+		t.Errorf("published %d, completed %d; want %d each", r.Published, r.Completed, total)
+	}
+	s, _ := stats(ctx, eng)
+	if s.Acked != total || s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
+		t.Errorf("stats %+v: want %d acked, nothing else", s, total)
+	}
+	t.Logf("%d kills; %d tasks recovered from expired leases", killed, s.Recovered)
+}
+
+// TestBatchWorkersKilled runs 1,000 tasks over ordered and unordered partitions on four batch
+// worker processes (batches of up to 50) while a producer publishes, and kills three of them with
+// SIGKILL at random points, mid-batch or while a batch gathers; the last one finishes the work. As for TestWorkersKilled: nothing is lost, ordered partitions run in publish order and
+// never two at once, and only tasks of a killed process's batch complete twice.
+func TestBatchWorkersKilled(t *testing.T) {
+	t.Parallel()
+	rng := newRand(t)
+	srv := realServer(t)
+	ctx := testCtx(t, 2*time.Minute)
+	q, err := srq.NewQueue[task](client(t, srv, nil), srq.QueueConfig{Name: "batch-killed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := q.Engine()
+	const (
+		total   = 1_000
+		workers = 4 // all started at once: a process takes seconds to start on a busy machine
+		kills   = 3
+		lease   = time.Second
+	)
+	dir := t.TempDir()
+	rec := history.NewRecorder("test", nil)
+	var procs, live []*proc
+	spawn := func() {
+		name := fmt.Sprintf("b%d", len(procs)+1)
+		p := startHelper(t, dir, helperConfig{Mode: "batch", Batch: 50, Addr: srv.Addr, Queue: q.Name(), Process: name,
+			History: filepath.Join(dir, name+".jsonl"), Lease: lease, Concurrency: 4, Work: 5 * time.Millisecond})
+		procs = append(procs, p)
+		live = append(live, p)
+	}
+	for range workers {
+		spawn()
+	}
+	for _, p := range live {
+		select { // a worker process takes seconds to start: the kills hit running batches
+		case <-p.ready:
+		case <-ctx.Done():
+			t.Fatal("the worker processes did not start")
+		}
+	}
+	msgs := workload(rng, "b", total, 30, 10)
+	produced := make(chan error, 1)
+	go func() {
+		p := &producer{name: "p", q: q, rec: rec, batch: 50}
+		produced <- p.run(ctx, msgs)
+	}()
+	points := make([]int64, kills)
+	for i := range points {
+		points[i] = int64(total/10 + rng.IntN(total*8/10))
+	}
+	slices.Sort(points)
+	producing, killed := true, 0
+	waitUntil(t, "every task to run with the kills done", 90*time.Second, func() bool {
+		if producing {
+			select {
+			case err := <-produced:
+				if err != nil {
+					t.Fatal(err)
+				}
+				producing = false
+			default:
+			}
+		}
+		s, ok := stats(ctx, eng)
+		if !ok {
+			return false
+		}
+		for killed < kills && s.Acked >= points[killed] {
+			i := rng.IntN(len(live))
+			victim := live[i]
+			live = append(live[:i], live[i+1:]...)
+			victim.kill()
+			rec.Crash(victim.name)
+			t.Logf("killed %s after %d acks", victim.name, s.Acked)
+			killed++
+		}
+		return !producing && killed == kills && s.Pending == 0 && s.InFlight == 0
+	})
+	for _, p := range live {
+		if err := p.stop(30 * time.Second); err != nil {
+			t.Errorf("worker %s: %v", p.name, err)
+		}
+	}
 	events := rec.Events()
 	for _, p := range procs {
 		events = append(events, readHistory(t, filepath.Join(dir, p.name+".jsonl"))...)

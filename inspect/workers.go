@@ -29,6 +29,10 @@ type Worker struct {
 	// Running counts its handlers running when it last wrote its record (it does when the count
 	// changes, at most once per a third of its lease, and every few minutes).
 	Running int `json:"running"`
+	// Batches counts its batch handlers running then (each counted in Running too), and BatchTasks
+	// the tasks in them.
+	Batches    int `json:"batches"`
+	BatchTasks int `json:"batch_tasks"`
 	// Started is when its Run started, and Updated when it last wrote its record, on its own clock.
 	Started time.Time `json:"started"`
 	Updated time.Time `json:"updated"`
@@ -82,6 +86,7 @@ func (in *Inspector) Workers(ctx context.Context, queue string) ([]Worker, time.
 			if r := recs[i][j]; r != nil && (!w.Known || r.Updated.After(w.Updated)) {
 				w.Known, w.Host, w.PID, w.Queues, w.Concurrency = true, r.Host, r.PID, r.Queues, r.Concurrency
 				w.Running, w.Started, w.Updated = r.Running, r.Started, r.Updated
+				w.Batches, w.BatchTasks = r.Batches, r.BatchTasks
 			}
 		}
 	}

@@ -327,3 +327,47 @@ func TestWorkersPage(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersPageBatches: a worker running a batch shows it beside its running handlers, with the
+// tasks in it.
+func TestWorkersPageBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	q := b.queue("")
+	release := make(chan struct{})
+	w, err := srq.NewBatchWorker(q, srq.BatchHandlerFunc[event](func(ctx context.Context, _ []*srq.Task[event]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}), srq.BatchConfig{MaxSize: 3, MaxWait: time.Hour}, srq.WorkerConfig{Concurrency: 2, Lease: 300 * time.Millisecond,
+		ConsumerID: "batcher", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		close(release)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	b.publish(q, "p", 3, "")
+	name := url.QueryEscape(q.Name())
+	want := `<td class="num" data-field="running">1 / 2 <span class="muted" data-field="batches" title="batch handlers running, and the tasks in them">(1 batch, 3 tasks)</span></td>`
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		page := b.mustGet("workers?q=" + name)
+		if strings.Contains(page, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's row never showed its batch:\n%s", page)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -235,6 +235,27 @@ func printStats(w io.Writer, s inspect.Stats, r *Rates) error {
 	return table(w, crows)
 }
 
+func printWorkers(w io.Writer, ws []inspect.Worker) error {
+	if len(ws) == 0 {
+		_, err := fmt.Fprintln(w, "no consumer seen in the last hour: no worker runs on this queue")
+		return err
+	}
+	rows := [][]string{{"CONSUMER", "LIVE", "LAST SEEN", "HOST", "PID", "RUNNING", "BATCHES", "STARTED", "QUEUES"}}
+	for _, k := range ws {
+		if !k.Known {
+			rows = append(rows, []string{k.Consumer, yesNo(k.Live), ts(k.LastSeen), "-", "-", "-", "-", "-", "(no record)"})
+			continue
+		}
+		batches := "-"
+		if k.Batches > 0 {
+			batches = fmt.Sprintf("%d (%d tasks)", k.Batches, k.BatchTasks)
+		}
+		rows = append(rows, []string{k.Consumer, yesNo(k.Live), ts(k.LastSeen), k.Host, fmt.Sprint(k.PID),
+			fmt.Sprintf("%d / %d", k.Running, k.Concurrency), batches, ts(k.Started), strings.Join(k.Queues, ",")})
+	}
+	return table(w, rows)
+}
+
 func printPartitions(w io.Writer, ps []inspect.Partition) error {
 	if len(ps) == 0 {
 		_, err := fmt.Fprintln(w, "no partitions")

@@ -39,6 +39,8 @@ const usageText = `usage: srq [global flags] <command> [flags] [args]
 Commands:
   queues                       list the registered queues
   stats                        sizes, counters, consumers of --queue; without --queue, one line per queue
+  workers                      the consumers of --queue seen in the last hour, with each running worker's record:
+                               host, pid, queues, handlers running, batches and the tasks in them
   partitions                   top partitions: --by depth|age|paused|held, --limit N
   inflight                     leased tasks, earliest deadline first: --offset N, --limit N
   tasks                        pending tasks available now, longest waiting partition first; --delayed: the
@@ -240,7 +242,8 @@ func (c *cli) dispatch(args []string) error {
 		cmd, rest = "queue "+rest[0], rest[1:]
 	}
 	commands := map[string]func([]string) error{
-		"queues": c.queues, "stats": c.stats, "partitions": c.partitions, "inflight": c.inflight, "tasks": c.tasks,
+		"queues": c.queues, "stats": c.stats, "workers": c.workers, "partitions": c.partitions, "inflight": c.inflight,
+		"tasks":     c.tasks,
 		"dead list": c.deadList, "dead requeue": c.deadRequeue, "dead purge": c.deadPurge,
 		"pause": c.pause, "resume": c.resume, "task": c.task, "watch": c.watch, "web": c.web,
 		"queue delete": c.queueDelete,
@@ -498,6 +501,27 @@ func (c *cli) stats(args []string) error {
 		return c.emitJSON(s)
 	}
 	return printStats(c.stdout, s, nil)
+}
+
+func (c *cli) workers(args []string) error {
+	fs := c.flags("workers")
+	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
+		return cmpErr(err, usagef("workers takes no arguments"))
+	}
+	if err := c.needQueue(); err != nil {
+		return err
+	}
+	ws, _, err := c.in.Workers(c.ctx, c.opts.queue)
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.opts.json {
+		if ws == nil {
+			ws = []inspect.Worker{}
+		}
+		return c.emitJSON(ws)
+	}
+	return printWorkers(c.stdout, ws)
 }
 
 func (c *cli) partitions(args []string) error {

@@ -101,7 +101,7 @@ func (p *runner) fetchLoop(ctx, handlerCtx context.Context, units chan []*job, s
 			engs[i] = eng
 		}
 		for _, u := range p.group(ds, engs, handlerCtx) {
-			units <- u // never blocks: units has room for every slot
+			p.dispatch(u, units)
 		}
 	}
 }

@@ -372,7 +372,7 @@ func (p *runner) multiFetchLoop(ctx, handlerCtx context.Context, units chan []*j
 			engs[i] = sh.eng
 		}
 		for _, u := range p.group(ds, engs, handlerCtx) {
-			units <- u // never blocks: units has room for every slot
+			p.dispatch(u, units)
 		}
 	}
 }

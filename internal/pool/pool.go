@@ -100,8 +100,10 @@ type Source struct {
 	Name string
 	// Engines are the queue's shards, one engine each; at least one.
 	Engines []*engine.Engine
-	// Handle runs the queue's handler.
+	// Handle runs the queue's handler; unused when Batch is set.
 	Handle HandleFunc
+	// Batch, when not nil, runs the queue's tasks in batches, with Batch.Handle (batch.go).
+	Batch *Batch
 	// Logger receives the logs about the queue's tasks and shards.
 	Logger *slog.Logger
 	// Weight is the queue's share of the fetches of a pool over several queues, against the
@@ -147,9 +149,12 @@ type job struct {
 	src    *source
 	eng    *engine.Engine // the engine of the task's shard
 	result []byte         // what the handler returned to store with the ack
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
+	// rejection is what settles it when its batch's unordered failures go back together
+	// (settleUnordered).
+	rejection engine.Rejection
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	timer     *time.Timer
 	// deadline is when the lease ends as far as this worker knows, on this machine's clock: the
 	// time the call that last set it (the fetch, then each extension) was sent, plus the lease.
 	// Redis's deadline is never earlier. Guarded by the runner's mu.
@@ -179,6 +184,9 @@ type runner struct {
 	stopAt    atomic.Int64                 // unix ns when every handler had returned (stop); 0 before
 	inHandler atomic.Int32                 // handlers running now (call), not counting their settling calls
 	pf        *prefetcher                  // sizes an adaptive prefetch; nil for a fixed one
+	// collectors gathers the batches of each batch source (batch.go); set before the fetchers start.
+	collectors map[*source]*collector
+	gathered   atomic.Int64 // the tasks the collectors hold
 
 	mu sync.Mutex
 	// jobs holds every fetched task not yet settled. Keyed by the job, not the task id: one id can
@@ -234,6 +242,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		r.slots <- struct{}{}
 	}
 	units := make(chan []*job, capacity)
+	r.newCollectors(units)
 	handlersDone := make(chan struct{})
 
 	var handlers errgroup.Group
@@ -242,6 +251,8 @@ func (p *Pool) Run(ctx context.Context) error {
 		// is still busy: handlers that find a unit after that hand it back too.
 		defer close(units)
 		defer r.handBackWaiting(units)
+		// First of all, the batches being gathered go back: no handler started them.
+		defer r.closeCollectors()
 		if len(p.sources) > 1 {
 			r.runMulti(ctx, handlerCtx, units)
 			return nil
@@ -353,8 +364,12 @@ func (p *Pool) RunOnce(ctx context.Context) (int, error) {
 		return 0, fetchErr
 	}
 	units := make(chan []*job, capacity)
+	r.newCollectors(units)
 	for _, u := range r.group(ds, engs, handlerCtx) {
-		units <- u
+		r.dispatch(u, units)
+	}
+	for _, c := range r.collectors {
+		c.flushAll() // nothing more comes: every batch runs now
 	}
 	close(units)
 

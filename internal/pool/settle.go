@@ -158,7 +158,11 @@ func (p *runner) handleLoop(units <-chan []*job) error {
 			continue
 		default:
 		}
-		p.runUnit(u)
+		if u[0].src.Batch != nil {
+			p.runBatch(u)
+		} else {
+			p.runUnit(u)
+		}
 	}
 	return nil
 }
@@ -281,13 +285,10 @@ func (p *runner) settle(j *job, err error) afterSettle {
 	if v.Panic != nil {
 		j.src.log.Error("handler panic", "task", j.d.ID, "panic", v.Panic, "stack", string(v.Stack))
 	}
-	r := engine.Rejection{Receipt: j.d.Receipt(), Reason: err.Error()}
-	switch v.Kind {
-	case Permanent:
-		r.Reason = v.Reason
+	if v.Kind == Permanent {
 		var errs []error
 		kerr := p.settleCall(context.WithoutCancel(j.ctx), func(ctx context.Context) (err error) {
-			errs, err = j.eng.Kill(ctx, []engine.Failure{{Receipt: r.Receipt, Reason: r.Reason}})
+			errs, err = j.eng.Kill(ctx, []engine.Failure{{Receipt: j.d.Receipt(), Reason: v.Reason}})
 			return err
 		})
 		p.logSettle("kill", j, kerr, errs)
@@ -300,14 +301,8 @@ func (p *runner) settle(j *job, err error) afterSettle {
 			return handBackRest
 		}
 		return p.afterDeath(j)
-	case Reject:
-		r.Delay, r.NotAttempt, r.Reason = v.Delay, v.NotAttempt, v.Reason
-	case Wait:
-		r.Delay, r.NotAttempt, r.Reason, r.Wait = v.Delay, true, "", v.Wait
-	default:
-		r.Delay = p.cfg.RetryDelay(j.d.Attempt, err)
 	}
-	r.Delay = min(max(r.Delay, 0), engine.MaxDelay)
+	r := p.rejection(j, err, v)
 	var res []engine.RejectResult
 	rerr := p.settleCall(context.WithoutCancel(j.ctx), func(ctx context.Context) (err error) {
 		res, err = j.eng.Reject(ctx, []engine.Rejection{r})
@@ -326,6 +321,22 @@ func (p *runner) settle(j *job, err error) afterSettle {
 		return p.afterDeath(j)
 	}
 	return dropRest
+}
+
+// rejection is the reject that settles j, whose handler failed with err, read as v (not
+// Permanent): a retry after the retry policy's delay, a reject, or a wait.
+func (p *runner) rejection(j *job, err error, v Verdict) engine.Rejection {
+	r := engine.Rejection{Receipt: j.d.Receipt(), Reason: err.Error()}
+	switch v.Kind {
+	case Reject:
+		r.Delay, r.NotAttempt, r.Reason = v.Delay, v.NotAttempt, v.Reason
+	case Wait:
+		r.Delay, r.NotAttempt, r.Reason, r.Wait = v.Delay, true, "", v.Wait
+	default:
+		r.Delay = p.cfg.RetryDelay(j.d.Attempt, err)
+	}
+	r.Delay = min(max(r.Delay, 0), engine.MaxDelay)
+	return r
 }
 
 // afterDeath says what becomes of the rest of j's unit once j was dead-lettered. The later tasks
