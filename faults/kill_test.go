@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/srqtest/history"
 )
 
@@ -105,25 +107,7 @@ func TestWorkersKilled(t *testing.T) {
 		}
 		return !producing && killed == kills && s.Pending == 0 && s.InFlight == 0
 	})
-	for _, p := range live {
-		if err := p.stop(30 * time.Second); err != nil {
-			t.Errorf("worker %s: %v", p.name, err)
-		}
-	}
-
-	events := rec.Events()
-	for _, p := range procs {
-		events = append(events, readHistory(t, filepath.Join(dir, p.name+".jsonl"))...)
-	}
-	r := check(t, events)
-	if r.Published != total || r.Completed != total {
-		t.Errorf("published %d, completed %d; want %d each", r.Published, r.Completed, total)
-	}
-	s, _ := stats(ctx, eng)
-	if s.Acked != total || s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
-		t.Errorf("stats %+v: want %d acked, nothing else", s, total)
-	}
-	t.Logf("%d kills; %d tasks recovered from expired leases", killed, s.Recovered)
+	checkKilledRun(t, ctx, eng, rec, dir, procs, live, total, killed)
 }
 
 // TestBatchWorkersKilled runs 1,000 tasks over ordered and unordered partitions on four batch
@@ -204,6 +188,16 @@ func TestBatchWorkersKilled(t *testing.T) {
 		}
 		return !producing && killed == kills && s.Pending == 0 && s.InFlight == 0
 	})
+	checkKilledRun(t, ctx, eng, rec, dir, procs, live, total, killed)
+}
+
+// checkKilledRun stops the worker processes still live, then checks the run's history (the test's
+// recorder rec and each process's file in dir) and the queue's counters: every one of total tasks
+// published and completed once, in order where ordered, and acked, nothing dead, pending or in
+// flight.
+func checkKilledRun(t *testing.T, ctx context.Context, eng *engine.Engine, rec *history.Recorder, dir string,
+	procs, live []*proc, total, killed int) {
+	t.Helper()
 	for _, p := range live {
 		if err := p.stop(30 * time.Second); err != nil {
 			t.Errorf("worker %s: %v", p.name, err)
@@ -218,7 +212,7 @@ func TestBatchWorkersKilled(t *testing.T) {
 		t.Errorf("published %d, completed %d; want %d each", r.Published, r.Completed, total)
 	}
 	s, _ := stats(ctx, eng)
-	if s.Acked != total || s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
+	if s.Acked != int64(total) || s.Dead != 0 || s.Pending != 0 || s.InFlight != 0 {
 		t.Errorf("stats %+v: want %d acked, nothing else", s, total)
 	}
 	t.Logf("%d kills; %d tasks recovered from expired leases", killed, s.Recovered)
