@@ -128,7 +128,10 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 		b.WriteString("local function init_" + inc + "()\n" + init.String() + "end\n")
 		locals++
 	}
-	if locals > 190 { // Lua allows 200; leave room for the registrations' temporaries
+	// Lua allows 200 locals in a function, the library's top level included. The registrations
+	// below use registers for their temporaries, not locals: redis-server 7.0 loads a library of
+	// 200 top-level locals and 40 registrations, and refuses 201. TestScriptsLoad loads this one.
+	if locals > 200 {
 		return "", "", fmt.Errorf("lua: the library would have %d locals at its top level", locals)
 	}
 
