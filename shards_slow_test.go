@@ -218,7 +218,9 @@ func TestSlowShardDoesNotHoldUpOtherShardsFetches(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	q, c := newQueue[int](t, srq.QueueConfig{Shards: 2})
-	const hang = 2 * time.Second
+	// A task waiting for shard 0 would run after about hang; half of it leaves a loaded machine (the
+	// race detector on two cores) room to schedule the pickup.
+	const hang = 3 * time.Second
 	slow := &slowShard{shas: scriptSHAs(t, "fetch", "ack_fetch"), base: q.Shards()[0].Keys().Base(), hang: hang,
 		hit: make(chan struct{}, 1)}
 	c.AddHook(slow)
