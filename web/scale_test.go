@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/internal/redistest"
@@ -28,7 +30,9 @@ func TestPagesAtAMillionPartitions(t *testing.T) {
 		t.Skip("seeds a million partitions")
 	}
 	srv := redistest.StartReal(t, "Redis time from its SLOWLOG")
-	c := srv.Client(t)
+	// A call of 2,000 tasks takes well under a second, but a loaded machine (the suite on two
+	// cores) has stalled one past go-redis's 3-second read timeout.
+	c := srv.ClientWith(t, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = time.Minute, time.Minute })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const prefix, queue, n = "srqscale", "big", 1_000_000
