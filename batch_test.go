@@ -808,3 +808,45 @@ func TestBatchShutdownCutsOff(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchUndecodablePayload: a task whose payload the queue's codec cannot decode never reaches
+// the batch handler: it goes to the dead letters with the decode error, as under a Handler, and the
+// other tasks of its fetch run in one batch.
+func TestBatchUndecodablePayload(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[int](t, srq.QueueConfig{})
+	// Another producer wrote bytes that are no msgpack value (0xc1 is never used) to the queue.
+	if _, err := q.Engine().Publish(ctx, []engine.Message{{ID: "bad", Payload: []byte{0xc1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.PublishBatch(ctx, []srq.Message[int]{{Value: 1, Opts: srq.PublishOpts{ID: "one"}},
+		{Value: 2, Opts: srq.PublishOpts{ID: "two"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h, calls := recordBatches(nil)
+	w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 10, MaxWait: time.Hour}, srq.WorkerConfig{
+		Concurrency: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := nextBatch(t, calls); !slices.Equal(b.ids, []string{"one", "two"}) {
+		t.Fatalf("batch %v, want [one two]", b.ids)
+	}
+	select {
+	case b := <-calls:
+		t.Fatalf("a second batch %v", b.ids)
+	default:
+	}
+	page, err := q.Engine().DeadLetters(ctx, 0, 10)
+	if err != nil || len(page.Letters) != 1 || page.Letters[0].ID != "bad" ||
+		!strings.Contains(page.Letters[0].LastError, "cannot decode") {
+		t.Fatalf("dead letters %+v, %v", page.Letters, err)
+	}
+	if st, err := q.Engine().Stats(ctx); err != nil || st.Acked != 2 || st.Pending != 0 {
+		t.Fatalf("stats %+v, %v: want 2 acked, none pending", st, err)
+	}
+}
