@@ -48,21 +48,5 @@ func runBatchWorker(b *testing.B, q *srq.Queue[payload], bc srq.BatchConfig, cfg
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	cost := startCost(b, c)
-	b.ResetTimer()
-	go func() { ran <- w.Run(ctx) }()
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("processed %d of %d", done.Load(), n)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
-	cost.report(b, c, b.N)
-	cancel()
-	if err := <-ran; err != nil {
-		b.Fatal(err)
-	}
+	timeWorker(b, c, w, all, &done, nil)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/internal/redistest"
 )
@@ -122,6 +124,12 @@ func runWorker(b *testing.B, q *srq.Queue[payload], cfg srq.WorkerConfig, sleep 
 	if err != nil {
 		b.Fatal(err)
 	}
+	timeWorker(b, c, w, all, &done, publish)
+}
+
+// timeWorker runs w, and publish (if not nil) beside it, timing until all is closed (done counts
+// the tasks processed so far), and reports tasks/s and the Redis cost per task on c.
+func timeWorker(b *testing.B, c redis.UniversalClient, w *srq.Worker, all <-chan struct{}, done *atomic.Int64, publish func(context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	cost := startCost(b, c)
@@ -133,7 +141,7 @@ func runWorker(b *testing.B, q *srq.Queue[payload], cfg srq.WorkerConfig, sleep 
 	select {
 	case <-all:
 	case <-time.After(5 * time.Minute):
-		b.Fatalf("processed %d of %d", done.Load(), n)
+		b.Fatalf("processed %d of %d", done.Load(), b.N)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")

@@ -287,16 +287,7 @@ func TestWorkersPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		close(release)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runHeldWorker(t, b.ctx, w, release)
 	if _, err := q.Engine().Fetch(b.ctx, "plain-consumer", 1, time.Minute); err != nil { // nothing to lease yet
 		t.Fatal(err)
 	}
@@ -346,16 +337,7 @@ func TestWorkersPageBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		close(release)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runHeldWorker(t, b.ctx, w, release)
 	b.publish(q, "p", 3, "")
 	name := url.QueryEscape(q.Name())
 	want := `<td class="num" data-field="running">1 / 2 <span class="muted" data-field="batches" title="batch handlers running, and the tasks in them">(1 batch, 3 tasks)</span></td>`
@@ -370,4 +352,19 @@ func TestWorkersPageBatches(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// runHeldWorker runs w until the test ends, then closes release (which its handlers wait on), stops
+// it and checks that Run returned nil.
+func runHeldWorker(t *testing.T, ctx context.Context, w *srq.Worker, release chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		close(release)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }

@@ -302,6 +302,7 @@ func (p *runner) settleUnordered(run []*job, errs map[*job]error) map[*job]bool 
 	settled := map[*job]bool{}
 	var back []*job
 	rejects := map[*engine.Engine][]*job{}
+	rejections := map[*engine.Engine][]engine.Rejection{} // rejections[e][i] settles rejects[e][i]
 	for _, j := range run {
 		err := errs[j]
 		if err == nil || j.d.Partition.IsOrdered() || errors.Is(context.Cause(j.ctx), engine.ErrCancelled) {
@@ -318,16 +319,13 @@ func (p *runner) settleUnordered(run []*job, errs map[*job]error) map[*job]bool 
 				j.src.log.Error("handler panic", "task", j.d.ID, "panic", v.Panic, "stack", string(v.Stack))
 			}
 			rejects[j.eng] = append(rejects[j.eng], j)
-			j.rejection = p.rejection(j, err, v)
+			rejections[j.eng] = append(rejections[j.eng], p.rejection(j, err, v))
 		}
 		settled[j] = true
 	}
 	p.handBack(back)
 	for eng, group := range rejects {
-		rs := make([]engine.Rejection, len(group))
-		for i, j := range group {
-			rs[i] = j.rejection
-		}
+		rs := rejections[eng]
 		var res []engine.RejectResult
 		rerr := p.settleCall(context.WithoutCancel(group[0].ctx), func(ctx context.Context) (err error) {
 			res, err = eng.Reject(ctx, rs)

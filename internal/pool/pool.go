@@ -149,12 +149,9 @@ type job struct {
 	src    *source
 	eng    *engine.Engine // the engine of the task's shard
 	result []byte         // what the handler returned to store with the ack
-	// rejection is what settles it when its batch's unordered failures go back together
-	// (settleUnordered).
-	rejection engine.Rejection
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	timer     *time.Timer
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
 	// deadline is when the lease ends as far as this worker knows, on this machine's clock: the
 	// time the call that last set it (the fetch, then each extension) was sent, plus the lease.
 	// Redis's deadline is never earlier. Guarded by the runner's mu.
