@@ -239,21 +239,11 @@ func batchSource[T any](q *Queue[T], h BatchHandler[T], bc BatchConfig, cfg Work
 	if len(cfg.Middleware) == 0 {
 		run = func(ctx context.Context, ds []*Delivery) []error {
 			errs := make([]error, len(ds))
-			var tasks []*Task[T]
-			var at []int
+			tasks := make([]*Task[T], len(ds))
 			for i, d := range ds {
-				t, err := decode(d)
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				tasks, at = append(tasks, t), append(at, i)
+				tasks[i], errs[i] = decode(d)
 			}
-			if len(tasks) > 0 {
-				for k, err := range callBatch(ctx, h, tasks) {
-					errs[at[k]] = err
-				}
-			}
+			callPresent(ctx, h, tasks, errs)
 			return errs
 		}
 	} else {
@@ -341,6 +331,24 @@ func callBatch[T any](ctx context.Context, h BatchHandler[T], tasks []*Task[T]) 
 	return errs
 }
 
+// callPresent runs h once over the tasks of byIndex that are not nil, in order, and writes each
+// one's error to errs at its index; the others' errors are left as they are.
+func callPresent[T any](ctx context.Context, h BatchHandler[T], byIndex []*Task[T], errs []error) {
+	var tasks []*Task[T]
+	var at []int
+	for i, t := range byIndex {
+		if t != nil {
+			tasks, at = append(tasks, t), append(at, i)
+		}
+	}
+	if len(tasks) == 0 {
+		return
+	}
+	for k, err := range callBatch(ctx, h, tasks) {
+		errs[at[k]] = err
+	}
+}
+
 // batchSlotKey is the context key of a task's place in a batch run through middleware.
 type batchSlotKey struct{}
 
@@ -419,19 +427,8 @@ func runThroughMiddleware[T any](ctx context.Context, h BatchHandler[T], work Wo
 	<-b.ready
 	b.mu.Lock()
 	b.started = true
-	var tasks []*Task[T]
-	var at []int
-	for i, t := range b.tasks {
-		if t != nil {
-			tasks, at = append(tasks, t), append(at, i)
-		}
-	}
 	b.mu.Unlock()
-	if len(tasks) > 0 {
-		for k, err := range callBatch(ctx, h, tasks) {
-			b.errs[at[k]] = err
-		}
-	}
+	callPresent(ctx, h, b.tasks, b.errs) // tasks is no longer written once started
 	close(b.done)
 	wg.Wait()
 	return out
