@@ -365,6 +365,13 @@ func spreadCodes(ops []*op, reply any, want int) error {
 	return nil
 }
 
+// usual says whether msg, the publish.lua arguments of one message (messageArgs), are those of the
+// usual message: no headers and every option at its zero value.
+func usual(msg []any) bool {
+	h, _ := msg[3].([]byte)
+	return len(h) == 0 && msg[4] == ""
+}
+
 // sendPublishes runs the Publish ops as one publish.lua call, their messages in order, and leaves
 // each op's results in it.
 func (e *Engine) sendPublishes(ops []*op) {
@@ -374,13 +381,19 @@ func (e *Engine) sendPublishes(ops []*op) {
 	for _, o := range ops {
 		total += o.published()
 	}
-	args := make([]any, 0, 2+len(ops)+publishArgs*total)
-	args = append(args, e.cfg.DedupWindow.Milliseconds(), len(ops))
-	for _, o := range ops {
-		args = append(args, o.published()) // each op's messages are a batch, added whole or not at all
-	}
-	for _, o := range ops {
-		args = append(args, o.msgs...)
+	var args []any
+	if m := ops[0].msgs; total == 1 && usual(m) {
+		// The usual message alone (no headers, no options): publish.lua's short call shape.
+		args = []any{e.cfg.DedupWindow.Milliseconds(), m[0], m[1], m[2]}
+	} else {
+		args = make([]any, 0, 2+len(ops)+publishArgs*total)
+		args = append(args, e.cfg.DedupWindow.Milliseconds(), len(ops))
+		for _, o := range ops {
+			args = append(args, o.published()) // each op's messages are a batch, added whole or not at all
+		}
+		for _, o := range ops {
+			args = append(args, o.msgs...)
+		}
 	}
 	res, err := e.run(ctx, scriptPublish, args...)
 	var replies []publishReply

@@ -8,6 +8,10 @@
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
+-- The usual task alone (priority 0, available now, no headers, no options) has a call shape of its
+-- own, five arguments in all:
+-- ARGV[3…5] its id, partition and payload
+-- Any other call:
 -- ARGV[3]  b, the number of batches
 -- ARGV[4…3+b] the number of tasks in each batch, in order
 -- ARGV[4+b…] 5 per task: id, partition, payload, headers (encoded; may be empty), and its other
@@ -23,7 +27,7 @@
 --          in the same call (spawn_one), one elsewhere has done so first (spawn.lua); for a
 --          debounced task (includes/debounce.lua) the policy is its mode ('d' debounce, 't'
 --          throttle) and the ref "<window ms>,<key>"
--- Returns: one code per task: OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
+-- Returns: one code per task (for the usual task alone: OK or DUPLICATE): OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
 --          for a debounced task not added, a string: 'r' and the id of the task it replaced, or
 --          'd' and the id of the task that made it drop;
 --          for a refused batch, LEVELS for the task that would pass the cap and REFUSED for its
@@ -34,7 +38,7 @@
 -- window calls are made at their first use (lua/cold.go): a single publish runs 4 % fewer
 -- instructions without them.
 -- @cold k_meta k_levels seq_split to_skiplist meta_del is_held levels_of level_add earliest
--- @cold schedule place prune_dedup emit
+-- @cold schedule place prune_dedup emit place_new
 -- A child's publish (a spawn) uses helpers of flow.lua and outcome.lua that no other publish
 -- does: all of them are made at their first use.
 -- @cold k_outbox k_flows k_flows_end k_flows_prep k_children k_parents k_flow k_flow_steps
@@ -47,6 +51,7 @@
 -- @cold debounce_find head_is
 
 -- @include common
+-- @include enqueue
 -- @include outcome
 -- @include flow
 -- @include debounce
@@ -54,6 +59,33 @@
 local now = now_ms()
 local now_s = int(now)
 local window = ARGV[2] + 0
+
+-- The usual task alone, the most common publish: its own call shape and straight code, no helper
+-- of the other paths made, no option parsed.
+if #ARGV == 5 then
+  local id, p = ARGV[3], ARGV[4]
+  local kt = k_task(id)
+  local dup = redis.call('EXISTS', kt) == 1
+  if not dup and window > 0 then
+    local acked = redis.call('ZSCORE', K_DEDUP, id)
+    dup = acked and acked + 0 > now - window
+  end
+  if dup then
+    stat('duplicates', 1)
+    return {DUPLICATE}
+  end
+  local s = seq_one()
+  -- A pending task has no state field and a level-0 task no level field: absent means those.
+  redis.call('HSET', kt, 'd', ARGV[5], 'p', p, 's', s, 't', now_s, 'c', now_s)
+  redis.call('ZADD', k_pending(p, '0'), now_s, s .. id)
+  stat('pub', 1)
+  enqueued(p, now, now_s, now)
+  if EVENTS_MAX then emit('published', id, 'p', p) end
+  if window > 0 then prune_dedup(now, window, 100) end
+  finish()
+  return {OK}
+end
+
 local batches = ARGV[3] + 0
 local TASK = 5 -- values per task
 local first_task = 4 + batches
@@ -162,31 +194,7 @@ local function child_refused(id, kt, pol, ref)
   return DUPLICATE
 end
 
--- place_new places partition p, which is not in ready, after this publish gave it work available
--- from first_t on. Without controls and not held, p is in sched (at its earliest time) or was
--- empty, so its place follows from that score and first_t alone; otherwise place decides.
--- Returns whether p is in ready now.
-local function place_new(p, first_t)
-  local paused, limit, blocked = meta(p)
-  if paused or limit or blocked then return place(p, now) end
-  if is_ordered(p) and redis.call('EXISTS', k_held(p)) == 1 then return false end
-  local e = first_t
-  local s = redis.call('ZSCORE', K_SCHED, p)
-  s = s and s + 0
-  if s and s < e then e = s end
-  if e <= now then
-    if s then redis.call('ZREM', K_SCHED, p) end
-    ready_push(p)
-    return true
-  end
-  if e ~= s then
-    if s then redis.call('ZREM', K_SCHED, p) end
-    schedule(p, e)
-  end
-  return false
-end
-
--- The usual publish is one task at priority 0: it runs here, straight through, with the commands
+-- A single task at priority 0 runs here, straight through, with the commands
 -- the general path below would send for it and none of its tables (each costs an allocation and
 -- its share of the collector; together they were most of a single publish's time in Lua).
 if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_task + 4]) == '0' then
@@ -216,19 +224,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   if ref ~= '' and pol ~= 'd' and pol ~= 't' then spawned(kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
-  -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
-  -- changes neither.
-  local in_ready = redis.call('ZSCORE', K_READY, p) ~= false
-  local ready_now = in_ready
-  if not in_ready then ready_now = place_new(p, t) end
-  if ready_now and t <= now then wakes = math.max(wakes, 1) end
-  -- The partition indexes, as index_flush would write them for this one task.
-  if redis.call('ZINCRBY', K_DEPTH, '1', p) + 0 == 1 then
-    redis.call('ZADD', K_HEADS, t_s, p) -- p had nothing pending
-    if redis.call('ZCARD', K_DEPTH) == 1 then indexes_fresh() end -- nor had any other partition
-  elseif not in_ready or t < now then
-    redis.call('ZADD', K_HEADS, 'LT', t_s, p)
-  end
+  enqueued(p, t, t_s, now)
   if EVENTS_MAX then emit('published', id, 'p', p) end
   if window > 0 then prune_dedup(now, window, 100) end
   finish()
@@ -381,7 +377,7 @@ for i = 1, #parts do
   -- A partition already in ready keeps its turn: new work changes nothing about it. Its earliest
   -- task is available, so its head is at most now (a partition is in ready only while it is).
   if scores[i] ~= false then head_at_most(p, now) end
-  local in_ready = scores[i] ~= false or place_new(p, e[2])
+  local in_ready = scores[i] ~= false or place_new(p, e[2], now)
   if in_ready then ready_now = ready_now + e[4] end
 end
 wakes = math.max(wakes, ready_now)

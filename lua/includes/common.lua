@@ -173,10 +173,12 @@ local function seq_floor()
   return true
 end
 
-local function seq_load()
+-- seq_load reads the counter for next_seq: v is the reply of the INCRBY of seq_want when the caller
+-- sent it already (seq_one), else nil.
+local function seq_load(v)
   seq_hi, seq_lo = 0, 0
   if seq_want and seq_want > 0 then
-    local v = redis.pcall('INCRBY', K_SEQ, seq_want == 1 and '1' or int(seq_want))
+    if v == nil then v = redis.pcall('INCRBY', K_SEQ, seq_want == 1 and '1' or int(seq_want)) end
     if type(v) == 'number' then
       if v < SEQ_EXACT then
         -- v and hi·SEQ_SPLIT are exact; the division may round, which seq_norm corrects.
@@ -205,6 +207,20 @@ local function next_seq()
   seq_lo = seq_lo + 1
   if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
   return string.format('%05d%015d', seq_hi, seq_lo)
+end
+
+-- seq_one is seq_reserve(1) and then next_seq, for a script that needs one value: INCRBY's reply is
+-- the value, formatted at once when it is exact and above the clock floor (all but the first call
+-- after the counter went back, or past 2^53); else next_seq's way. A later next_seq of the call
+-- reserves again.
+local function seq_one()
+  seq_want = 1
+  local v = redis.pcall('INCRBY', K_SEQ, '1')
+  if type(v) == 'number' and v < SEQ_EXACT and v > (clock_ms or now_ms()) * SEQ_PER_MS then
+    return string.format('%020d', v)
+  end
+  seq_load(v)
+  return next_seq()
 end
 
 -- stat adds n to a counter of the stats hash. A publish counts its tasks once, in 'pub', which
