@@ -62,11 +62,13 @@ func seed(b *testing.B, e *engine.Engine, n, parts int, ordered bool) {
 	}
 }
 
-func benchPublish(b *testing.B, batch int) {
+// benchPublish publishes b.N calls of batch tasks each, spread over nparts unordered partitions in
+// turn.
+func benchPublish(b *testing.B, batch, nparts int) {
 	e := newEngine(b)
 	ctx := context.Background()
 	msgs := make([]engine.Message, batch)
-	parts := make([]partition.Key, 100)
+	parts := make([]partition.Key, nparts)
 	for i := range parts {
 		parts[i] = partition.Key(strconv.Itoa(i))
 	}
@@ -74,7 +76,7 @@ func benchPublish(b *testing.B, batch int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for j := range msgs {
-			msgs[j] = engine.Message{Partition: parts[(i*batch+j)%100], Payload: payload20}
+			msgs[j] = engine.Message{Partition: parts[(i*batch+j)%nparts], Payload: payload20}
 		}
 		if _, err := e.Publish(ctx, msgs); err != nil {
 			b.Fatal(err)
@@ -85,14 +87,23 @@ func benchPublish(b *testing.B, batch int) {
 	cost.report(b, e.Client(), b.N*batch)
 }
 
-// BenchmarkPublish publishes one task per call (ns per task).
-func BenchmarkPublish(b *testing.B) { benchPublish(b, 1) }
+// BenchmarkPublish publishes one task per call (ns per task) to one partition: the shape of the
+// peers' benchmarks, whose tasks all go to one queue (asynq, BullMQ) or one partition (the seed).
+func BenchmarkPublish(b *testing.B) { benchPublish(b, 1, 1) }
 
-// BenchmarkPublishBatch10 publishes batches of 10 (ns per batch).
-func BenchmarkPublishBatch10(b *testing.B) { benchPublish(b, 10) }
+// BenchmarkPublishBatch10 publishes batches of 10 (ns per batch) to one partition.
+func BenchmarkPublishBatch10(b *testing.B) { benchPublish(b, 10, 1) }
 
-// BenchmarkPublishBatch100 publishes batches of 100 (ns per batch).
-func BenchmarkPublishBatch100(b *testing.B) { benchPublish(b, 100) }
+// BenchmarkPublishBatch100 publishes batches of 100 (ns per batch) to one partition.
+func BenchmarkPublishBatch100(b *testing.B) { benchPublish(b, 100, 1) }
+
+// BenchmarkPublishSpread publishes one task per call (ns per task), the tasks over 100 partitions
+// in turn.
+func BenchmarkPublishSpread(b *testing.B) { benchPublish(b, 1, 100) }
+
+// BenchmarkPublishBatch100Spread publishes batches of 100 (ns per batch), each task to the next of
+// 100 partitions: every batch writes to all of them.
+func BenchmarkPublishBatch100Spread(b *testing.B) { benchPublish(b, 100, 100) }
 
 // consume runs fetch(prefetch) + ack with consumers consumers until tasks tasks are done. Each
 // consumer acks its last batch and fetches the next: with ackFetch in one AckFetch call, else with

@@ -107,7 +107,7 @@ func (start redisCost) report(b *testing.B, c redis.UniversalClient, tasks int) 
 func BenchmarkScripts(b *testing.B) {
 	ctx := context.Background()
 	for _, batch := range []int{1, 100} {
-		b.Run(fmt.Sprintf("publish-%d", batch), func(b *testing.B) { benchPublish(b, batch) })
+		b.Run(fmt.Sprintf("publish-%d", batch), func(b *testing.B) { benchPublish(b, batch, 100) })
 	}
 	b.Run("fetch-5", func(b *testing.B) {
 		e := newEngine(b)

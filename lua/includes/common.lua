@@ -206,6 +206,9 @@ local function next_seq()
   if not seq_hi then seq_load() end
   seq_lo = seq_lo + 1
   if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
+  -- One number to format is half the work of two: below 2^53 (until the year 2255, see seq_floor)
+  -- the value is exact as one.
+  if seq_hi < 9 then return string.format('%020d', seq_hi * SEQ_SPLIT + seq_lo) end
   return string.format('%05d%015d', seq_hi, seq_lo)
 end
 
