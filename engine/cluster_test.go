@@ -269,7 +269,7 @@ func TestClusterScripts(t *testing.T) {
 	if _, err := e.Publish(ctx, []Message{{ID: "a"}}); err != nil {
 		t.Fatalf("publish after SCRIPT FLUSH on the owning master: %v", err)
 	}
-	if !scriptsCached(ctx, t, owner, scriptPublish.sha) {
+	if !scriptsCached(ctx, t, owner, scriptPubUsual.sha) { // a usual message's publish
 		t.Fatal("the owning master did not get the publish script back")
 	}
 	if err := owner.ScriptFlush(ctx).Err(); err != nil {

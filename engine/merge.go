@@ -365,11 +365,17 @@ func spreadCodes(ops []*op, reply any, want int) error {
 	return nil
 }
 
-// usual says whether msg, the publish.lua arguments of one message (messageArgs), are those of the
-// usual message: no headers and every option at its zero value.
-func usual(msg []any) bool {
-	h, _ := msg[3].([]byte)
-	return len(h) == 0 && msg[4] == ""
+// allUsual says whether every message of ops is a usual one, no headers and every option at its zero
+// value (messageArgs gives it no headers and "" for its options), which publish_usual.lua adds.
+func allUsual(ops []*op) bool {
+	for _, o := range ops {
+		for i := 0; i < len(o.msgs); i += publishArgs {
+			if h, _ := o.msgs[i+3].([]byte); len(h) > 0 || o.msgs[i+4] != "" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // sendPublishes runs the Publish ops as one publish.lua call, their messages in order, and leaves
@@ -381,10 +387,16 @@ func (e *Engine) sendPublishes(ops []*op) {
 	for _, o := range ops {
 		total += o.published()
 	}
-	var args []any
-	if m := ops[0].msgs; total == 1 && usual(m) {
-		// The usual message alone (no headers, no options): publish.lua's short call shape.
-		args = []any{e.cfg.DedupWindow.Milliseconds(), m[0], m[1], m[2]}
+	s, args := scriptPublish, []any(nil)
+	if allUsual(ops) {
+		// publish_usual.lua: 3 arguments a message, and no batches (it refuses none).
+		s, args = scriptPubUsual, make([]any, 0, 1+3*total)
+		args = append(args, e.cfg.DedupWindow.Milliseconds())
+		for _, o := range ops {
+			for i := 0; i < len(o.msgs); i += publishArgs {
+				args = append(args, o.msgs[i:i+3]...) // id, partition, payload
+			}
+		}
 	} else {
 		args = make([]any, 0, 2+len(ops)+publishArgs*total)
 		args = append(args, e.cfg.DedupWindow.Milliseconds(), len(ops))
@@ -395,7 +407,7 @@ func (e *Engine) sendPublishes(ops []*op) {
 			args = append(args, o.msgs...)
 		}
 	}
-	res, err := e.run(ctx, scriptPublish, args...)
+	res, err := e.run(ctx, s, args...)
 	var replies []publishReply
 	if err == nil {
 		replies, err = publishReplies(e.relayMarked(res, total), total)

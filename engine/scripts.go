@@ -44,6 +44,7 @@ func mustScript(name string) *script {
 
 var (
 	scriptPublish   = mustScript("publish")
+	scriptPubUsual  = mustScript("publish_usual")
 	scriptFetch     = mustScript("fetch")
 	scriptAck       = mustScript("ack")
 	scriptAckFetch  = mustScript("ack_fetch")

@@ -3,15 +3,12 @@
 --
 -- The tasks come in batches, one per caller of a merged call (engine/merge.go), each added whole or
 -- not at all: a batch that would give a partition more than MAX_LEVELS non-zero priorities pending
--- is refused, and the batches after it are looked at as if it had not been sent.
+-- is refused, and the batches after it are looked at as if it had not been sent. A call of usual
+-- tasks only (priority 0, available now, no headers, no options) is publish_usual.lua's instead.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
--- The usual task alone (priority 0, available now, no headers, no options) has a call shape of its
--- own, five arguments in all:
--- ARGV[3…5] its id, partition and payload
--- Any other call:
 -- ARGV[3]  b, the number of batches
 -- ARGV[4…3+b] the number of tasks in each batch, in order
 -- ARGV[4+b…] 5 per task: id, partition, payload, headers (encoded; may be empty), and its other
@@ -27,7 +24,7 @@
 --          in the same call (spawn_one), one elsewhere has done so first (spawn.lua); for a
 --          debounced task (includes/debounce.lua) the policy is its mode ('d' debounce, 't'
 --          throttle) and the ref "<window ms>,<key>"
--- Returns: one code per task (for the usual task alone: OK or DUPLICATE): OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
+-- Returns: one code per task: OK (added), DUPLICATE, or NOTFOUND (a child whose parent is gone);
 --          for a debounced task not added, a string: 'r' and the id of the task it replaced, or
 --          'd' and the id of the task that made it drop;
 --          for a refused batch, LEVELS for the task that would pass the cap and REFUSED for its
@@ -59,32 +56,6 @@
 local now = now_ms()
 local now_s = int(now)
 local window = ARGV[2] + 0
-
--- The usual task alone, the most common publish: its own call shape and straight code, no helper
--- of the other paths made, no option parsed.
-if #ARGV == 5 then
-  local id, p = ARGV[3], ARGV[4]
-  local kt = k_task(id)
-  local dup = redis.call('EXISTS', kt) == 1
-  if not dup and window > 0 then
-    local acked = redis.call('ZSCORE', K_DEDUP, id)
-    dup = acked and acked + 0 > now - window
-  end
-  if dup then
-    stat('duplicates', 1)
-    return {DUPLICATE}
-  end
-  local s = seq_one()
-  -- A pending task has no state field and a level-0 task no level field: absent means those.
-  redis.call('HSET', kt, 'd', ARGV[5], 'p', p, 's', s, 't', now_s, 'c', now_s)
-  redis.call('ZADD', k_pending(p, '0'), now_s, s .. id)
-  stat('pub', 1)
-  enqueued(p, now, now_s, now)
-  if EVENTS_MAX then emit('published', id, 'p', p) end
-  if window > 0 then prune_dedup(now, window, 100) end
-  finish()
-  return {OK}
-end
 
 local batches = ARGV[3] + 0
 local TASK = 5 -- values per task
@@ -224,7 +195,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   if ref ~= '' and pol ~= 'd' and pol ~= 't' then spawned(kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
   stat('pub', 1)
-  enqueued(p, t, t_s, now)
+  enqueued(p, 1, t, t_s, now)
   if EVENTS_MAX then emit('published', id, 'p', p) end
   if window > 0 then prune_dedup(now, window, 100) end
   finish()

@@ -26,20 +26,40 @@ local function place_new(p, first_t, now)
 end
 
 -- enqueued places partition p and updates the partition indexes after a publish at time now added
--- one task to it, available at t (t_s as Redis is sent it), as place and index_flush would for
--- it, and asks finish to wake a sleeper when the task can be fetched now.
--- Cost: ZSCORE ready, ZINCRBY depth, and ZADD heads when p had nothing pending or is not ready.
-local function enqueued(p, t, t_s, now)
-  -- A partition in ready keeps its turn, and its head is at most now: a task available from now on
-  -- changes neither.
-  local in_ready = redis.call('ZSCORE', K_READY, p) ~= false
+-- n tasks to it, the earliest available at t (t_s as Redis is sent it), as place and index_flush
+-- would for them, and asks finish to wake sleepers for those that can be fetched now: all n when
+-- t <= now, as the callers add either tasks available now or a single one. ready is whether p is
+-- in ready when the caller knows it (an earlier call of this script call found it there or put it
+-- there: ready_push defers the write, so ZSCORE would not see it), else nil. Returns whether p is
+-- in ready now.
+-- Cost: ZSCORE ready unless known, ZINCRBY depth, and ZADD heads when p had nothing pending or is
+-- not ready.
+local function enqueued(p, n, t, t_s, now, ready)
+  -- A partition in ready keeps its turn, and its head is at most now: tasks available from now on
+  -- change neither.
+  local in_ready = ready
+  if in_ready == nil then in_ready = redis.call('ZSCORE', K_READY, p) ~= false end
   local ready_now = in_ready
   if not in_ready then ready_now = place_new(p, t, now) end
-  if ready_now and t <= now then wakes = math.max(wakes, 1) end
-  if redis.call('ZINCRBY', K_DEPTH, '1', p) + 0 == 1 then
+  if ready_now and t <= now then wakes = wakes + n end
+  if redis.call('ZINCRBY', K_DEPTH, n == 1 and '1' or int(n), p) + 0 == n then
     redis.call('ZADD', K_HEADS, t_s, p) -- p had nothing pending
     if redis.call('ZCARD', K_DEPTH) == 1 then indexes_fresh() end -- nor had any other partition
   elseif not in_ready or t < now then
     redis.call('ZADD', K_HEADS, 'LT', t_s, p)
   end
+  return ready_now
+end
+
+-- pend_run adds a run of n tasks of partition p, all available at now (now_s), to p's level-0
+-- pending set, and places p (enqueued, which is given ready and whose result it returns): member is
+-- the first one's pending member, pairs nil for a run of one, else all their members as ZADD's
+-- score, member pairs.
+local function pend_run(p, n, member, pairs, now, now_s, ready)
+  if pairs then
+    bulk('ZADD', k_pending(p, '0'), nil, pairs)
+  else
+    redis.call('ZADD', k_pending(p, '0'), now_s, member)
+  end
+  return enqueued(p, n, now, now_s, now, ready)
 end

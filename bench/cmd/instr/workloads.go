@@ -46,6 +46,8 @@ var workloads = []workload{
 	{name: "publish1", about: "one task per Publish, 100 partitions", calls: 400, unit: "steps", run: publishWorkload(1)},
 	{name: "producers8", about: "8 producers at once, one task per Publish each, merged calls", calls: 50, unit: "steps", run: parallelPublishWorkload(engine.DefaultMaxMerge)},
 	{name: "producers8-alone", about: "8 producers at once, one task per Publish each, every call alone", calls: 50, unit: "steps", run: parallelPublishWorkload(1)},
+	{name: "publish1-one", about: "one task per Publish, all in one partition", calls: 400, unit: "steps", run: publishOver(1, 1)},
+	{name: "publish100-one", about: "batches of 100, all in one partition", calls: 40, unit: "steps", run: publishOver(100, 1)},
 	{name: "publish100", about: "batches of 100, 100 partitions", calls: 40, unit: "steps", run: publishWorkload(100)},
 	// What a script's helper definitions cost per call: defs-<script> less defs-none.
 	{name: "defs-none", about: "return 1 with the scripts' 15 keys and key base, the bare call", calls: 400, unit: "calls", run: definitionsWorkload(""), modeless: true},
@@ -240,7 +242,11 @@ func keep(ds []engine.Delivery, receipts *[]engine.Receipt) error {
 }
 
 // publishWorkload publishes batches of size tasks, spread over the partitions in turn.
-func publishWorkload(size int) runFunc {
+func publishWorkload(size int) runFunc { return publishOver(size, 0) }
+
+// publishOver is publishWorkload with every task in partition part when part > 0 (the key of
+// partitionKey(part)), else over 100 partitions in turn.
+func publishOver(size, part int) runFunc {
 	return func(ctx context.Context, c redis.UniversalClient, queue string, calls int, control func(string) error) (int, error) {
 		e, err := engine.New(c, engine.Config{Queue: queue})
 		if err != nil {
@@ -251,6 +257,9 @@ func publishWorkload(size int) runFunc {
 		step := func() error {
 			for j := range msgs {
 				msgs[j] = engine.Message{Partition: partitionKey(next, false), Payload: payload20}
+				if part > 0 {
+					msgs[j].Partition = partitionKey(part, false)
+				}
 				next++
 			}
 			_, err := e.Publish(ctx, msgs)

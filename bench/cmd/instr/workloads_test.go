@@ -49,9 +49,9 @@ func TestWorkloads(t *testing.T) {
 				want = 3 * fetchSize * consumers
 			case "producers8", "producers8-alone":
 				want = 3 * consumers
-			case "publish1", "worker":
+			case "publish1", "publish1-one", "worker":
 				want = 3
-			case "publish100":
+			case "publish100", "publish100-one":
 				want = 300
 			}
 			if strings.HasPrefix(w.name, "defs-") {

@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq/partition"
+)
+
+// TestPublishUsualMatchesPublish sends one merged call of usual messages through publish_usual.lua
+// (the path Publish takes for them) on one queue and through publish.lua's general path on another,
+// both seeded alike, and checks that the two leave the same state: codes, records, pending sets in
+// order, partition indexes, ready and sched, counters and wake-up tokens. The messages cover runs
+// of one partition, duplicates of a stored task and of an earlier message of the call, a paused
+// partition, a held ordered partition, a partition waiting in sched and one new to the queue.
+func TestPublishUsualMatchesPublish(t *testing.T) {
+	t.Parallel()
+	calls := [][]Message{
+		{{ID: "a", Partition: "p1"}, {ID: "b", Partition: "p1"}, {ID: "c", Partition: "p2"}, {ID: "old", Partition: "p1"},
+			{ID: "d", Partition: "p1"}},
+		{{ID: "e", Partition: "paused"}, {ID: "f", Partition: "!held"}, {ID: "a", Partition: "p3"},
+			{ID: "g", Partition: "waiting"}, {ID: "h", Partition: "p2", Payload: []byte("x")}, {ID: "acked", Partition: "p4"}},
+	}
+	for _, window := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("window-%v", window), func(t *testing.T) {
+			t.Parallel()
+			codes := comparePublishUsual(t, window, calls)
+			want := []int{codeOK, codeOK, codeOK, codeDuplicate, codeOK, codeOK, codeOK, codeDuplicate, codeOK, codeOK, codeOK}
+			if window > 0 {
+				want[len(want)-1] = codeDuplicate // acked within the window
+			}
+			if !slices.Equal(codes, want) {
+				t.Fatalf("codes %v, want %v", codes, want)
+			}
+		})
+	}
+	// Random merged calls over the same partitions, with ids repeated within and across callers.
+	parts := []partition.Key{"p1", "p2", "paused", "!held", "waiting", "!o2"}
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			t.Parallel()
+			r := rand.New(rand.NewPCG(seed, 1))
+			calls := make([][]Message, 1+r.IntN(3))
+			for i := range calls {
+				for range 1 + r.IntN(8) {
+					calls[i] = append(calls[i], Message{ID: fmt.Sprint("id", r.IntN(12)), Partition: parts[r.IntN(len(parts))]})
+				}
+			}
+			comparePublishUsual(t, 0, calls)
+		})
+	}
+}
+
+// comparePublishUsual seeds two queues alike (a task in p1 leased, a task delayed an hour in
+// waiting, the ordered partition !held held by a leased task, a task acked, the partition paused
+// paused), sends calls, one Publish's messages each, as one merged call through publish_usual.lua
+// on one and through publish.lua's general path on the other, and fails unless both return the
+// same codes and leave the same state (normalState). It returns the codes.
+func comparePublishUsual(t *testing.T, window time.Duration, calls [][]Message) []int {
+	t.Helper()
+	usual, general := setup(t, Config{DedupWindow: window}), setup(t, Config{DedupWindow: window})
+	var codes [2][]int
+	for i, b := range []*bundle{usual, general} {
+		b.publish(Message{ID: "old", Partition: "p1"}, Message{ID: "w", Partition: "waiting", Delay: time.Hour},
+			Message{ID: "o", Partition: "!held"}, Message{ID: "acked", Partition: "p5"})
+		if err := b.eng.Pause(b.ctx, "paused"); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range b.fetch("c", 3) { // holds !held; leases old and acked
+			if d.ID == "acked" {
+				b.ack(d)
+			}
+		}
+		var ops []*op
+		for _, msgs := range calls {
+			ops = append(ops, b.publishOp(msgs...))
+		}
+		if !allUsual(ops) {
+			t.Fatal("the messages are not usual ones")
+		}
+		if b == usual {
+			b.eng.sendPublishes(ops)
+			for _, o := range ops {
+				if o.err != nil {
+					t.Fatal(o.err)
+				}
+				for _, r := range o.pubs {
+					codes[i] = append(codes[i], int(r.code))
+				}
+			}
+			continue
+		}
+		args := []any{window.Milliseconds(), len(ops)}
+		for _, o := range ops {
+			args = append(args, o.published())
+		}
+		for _, o := range ops {
+			args = append(args, o.msgs...)
+		}
+		res, err := b.eng.run(b.ctx, scriptPublish, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.([]any) {
+			codes[i] = append(codes[i], int(c.(int64)))
+		}
+	}
+	if !slices.Equal(codes[0], codes[1]) {
+		t.Fatalf("codes: publish_usual %v, publish %v", codes[0], codes[1])
+	}
+	got, ref := usual.normalState(), general.normalState()
+	for _, k := range slices.Sorted(maps.Keys(ref)) {
+		if got[k] != ref[k] {
+			t.Errorf("%s: publish_usual left %q, publish %q", k, got[k], ref[k])
+		}
+	}
+	for k := range got {
+		if _, ok := ref[k]; !ok {
+			t.Errorf("%s: publish_usual left %q, publish nothing", k, got[k])
+		}
+	}
+	return codes[0]
+}
+
+// normalState returns the queue's keys, named without the key base, each with its content less
+// what differs between two runs of the same calls (times, sequence numbers, fencing tokens): records
+// without s, t and c; sorted sets as their members in order, with the scores of depth and ready
+// (counts and turns); leases without their values; lists as their length; the seq key not at all.
+func (b *bundle) normalState() map[string]string {
+	b.t.Helper()
+	base := b.eng.Keys().Base()
+	out := map[string]string{}
+	for name, typ := range b.keysInRedis() {
+		short := strings.TrimPrefix(name, base)
+		var v string
+		var err error
+		switch typ {
+		case "string":
+			if short == "seq" {
+				continue
+			}
+			v, err = b.client.Get(b.ctx, name).Result()
+		case "hash":
+			var h map[string]string
+			h, err = b.client.HGetAll(b.ctx, name).Result()
+			switch {
+			case strings.HasPrefix(short, "t:"):
+				delete(h, "s")
+				delete(h, "t")
+				delete(h, "c")
+			case short == "leases":
+				for f := range h {
+					h[f] = ""
+				}
+			}
+			v = fmt.Sprint(h)
+		case "zset":
+			zs, e := b.client.ZRangeWithScores(b.ctx, name, 0, -1).Result()
+			err = e
+			var parts []string
+			for _, z := range zs {
+				m := z.Member.(string)
+				if strings.HasPrefix(short, "q:") {
+					m = m[20:] // the sequence number's 20 digits, then the id
+				}
+				if short == "depth" || short == "ready" {
+					m = fmt.Sprintf("%s=%v", m, z.Score)
+				}
+				parts = append(parts, m)
+			}
+			v = strings.Join(parts, " ")
+		case "list":
+			var n int64
+			n, err = b.client.LLen(b.ctx, name).Result()
+			v = fmt.Sprint(n)
+		case "set":
+			var ms []string
+			ms, err = b.client.SMembers(b.ctx, name).Result()
+			slices.Sort(ms)
+			v = strings.Join(ms, " ")
+		default:
+			v = typ
+		}
+		if err != nil {
+			b.t.Fatalf("%s: %v", name, err)
+		}
+		out[short] = v
+	}
+	return out
+}
