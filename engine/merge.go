@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,17 +366,36 @@ func spreadCodes(ops []*op, reply any, want int) error {
 	return nil
 }
 
-// allUsual says whether every message of ops is a usual one, no headers and every option at its zero
-// value (messageArgs gives it no headers and "" for its options), which publish_usual.lua adds.
-func allUsual(ops []*op) bool {
+// usualCall says whether every message of ops is a usual one, which publish_usual.lua adds: no
+// headers, and every option at its zero value but max attempts, the same for all (a Queue gives
+// every message its default). It returns that max attempts as messageOpts wrote it ("0": none).
+func usualCall(ops []*op) (maxAttempts string, ok bool) {
+	opts, _ := ops[0].msgs[4].(string)
 	for _, o := range ops {
 		for i := 0; i < len(o.msgs); i += publishArgs {
-			if h, _ := o.msgs[i+3].([]byte); len(h) > 0 || o.msgs[i+4] != "" {
-				return false
+			if h, _ := o.msgs[i+3].([]byte); len(h) > 0 || o.msgs[i+4] != opts {
+				return "", false
 			}
 		}
 	}
-	return true
+	if opts == "" {
+		return "0", true
+	}
+	return usualMaxAttempts(opts)
+}
+
+// usualMaxAttempts returns the max attempts of opts, messageOpts's options of a message, when that
+// is the message's only option not at its zero value ("0,0,0,<max>,,,,").
+func usualMaxAttempts(opts string) (string, bool) {
+	rest, ok := strings.CutPrefix(opts, "0,0,0,")
+	if !ok {
+		return "", false
+	}
+	n, ok := strings.CutSuffix(rest, ",,,,")
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return "", false
+	}
+	return n, true
 }
 
 // sendPublishes runs the Publish ops as one publish.lua call, their messages in order, and leaves
@@ -388,10 +408,10 @@ func (e *Engine) sendPublishes(ops []*op) {
 		total += o.published()
 	}
 	s, args := scriptPublish, []any(nil)
-	if allUsual(ops) {
+	if maxAttempts, ok := usualCall(ops); ok {
 		// publish_usual.lua: 3 arguments a message, and no batches (it refuses none).
-		s, args = scriptPubUsual, make([]any, 0, 1+3*total)
-		args = append(args, e.cfg.DedupWindow.Milliseconds())
+		s, args = scriptPubUsual, make([]any, 0, 2+3*total)
+		args = append(args, e.cfg.DedupWindow.Milliseconds(), maxAttempts)
 		for _, o := range ops {
 			for i := 0; i < len(o.msgs); i += publishArgs {
 				args = append(args, o.msgs[i:i+3]...) // id, partition, payload

@@ -46,9 +46,11 @@ func TestPublishUsualMatchesPublish(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewPCG(seed, 1))
 			calls := make([][]Message, 1+r.IntN(3))
+			maxAttempts := []int{0, 25}[seed%2] // a Queue's messages carry its default
 			for i := range calls {
 				for range 1 + r.IntN(8) {
-					calls[i] = append(calls[i], Message{ID: fmt.Sprint("id", r.IntN(12)), Partition: parts[r.IntN(len(parts))]})
+					calls[i] = append(calls[i], Message{ID: fmt.Sprint("id", r.IntN(12)), Partition: parts[r.IntN(len(parts))],
+						MaxAttempts: maxAttempts})
 				}
 			}
 			comparePublishUsual(t, 0, calls)
@@ -80,7 +82,7 @@ func comparePublishUsual(t *testing.T, window time.Duration, calls [][]Message) 
 		for _, msgs := range calls {
 			ops = append(ops, b.publishOp(msgs...))
 		}
-		if !allUsual(ops) {
+		if _, ok := usualCall(ops); !ok {
 			t.Fatal("the messages are not usual ones")
 		}
 		if b == usual {
@@ -192,4 +194,37 @@ func (b *bundle) normalState() map[string]string {
 		out[short] = v
 	}
 	return out
+}
+
+// TestUsualCall checks which merged calls publish_usual.lua takes: messages whose only option is a
+// max attempts all of them share, without headers.
+func TestUsualCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	for _, c := range []struct {
+		name string
+		msgs [][]Message
+		max  string
+		ok   bool
+	}{
+		{"plain", [][]Message{{{ID: "a"}}, {{ID: "b", Partition: "p", Payload: []byte("x")}}}, "0", true},
+		{"max attempts", [][]Message{{{MaxAttempts: 25}, {MaxAttempts: 25}}, {{MaxAttempts: 25}}}, "25", true},
+		{"max attempts differ", [][]Message{{{MaxAttempts: 25}}, {{MaxAttempts: 3}}}, "", false},
+		{"one without", [][]Message{{{MaxAttempts: 25}, {}}}, "", false},
+		{"priority", [][]Message{{{}, {Priority: 1}}}, "", false},
+		{"delay", [][]Message{{{Delay: time.Second}}}, "", false},
+		{"at", [][]Message{{{At: time.Now()}}}, "", false},
+		{"headers", [][]Message{{{Headers: map[string]string{"k": "v"}}}}, "", false},
+		{"outcome", [][]Message{{{KeepOutcome: time.Minute}}}, "", false},
+		{"hold", [][]Message{{{HoldOnDead: true}}}, "", false},
+		{"debounce", [][]Message{{{Debounce: &Debounce{Key: "k", Window: time.Second}}}}, "", false},
+	} {
+		var ops []*op
+		for _, msgs := range c.msgs {
+			ops = append(ops, b.publishOp(msgs...))
+		}
+		if max, ok := usualCall(ops); max != c.max || ok != c.ok {
+			t.Errorf("%s: usualCall = %q, %v; want %q, %v", c.name, max, ok, c.max, c.ok)
+		}
+	}
 }

@@ -1,5 +1,6 @@
 -- publish_usual.lua: publish.lua for a call whose tasks are all usual ones: priority 0, available
--- now, no headers and every other option at its zero value (engine/merge.go decides). It adds them
+-- now, no headers and every other option at its zero value but max attempts, the same for all
+-- (engine/merge.go decides). It adds them
 -- as publish.lua would, from 3 arguments a task instead of 5 and without the batch machinery: a
 -- usual task is never refused, so the callers' batches need not be told apart, and a task needs
 -- none of the tables a priority, a delay, a child or a debounce key does. An id that still exists
@@ -9,7 +10,8 @@
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
 -- ARGV[2]  dedup window ms (0: none)
--- ARGV[3…] 3 per task: id, partition, payload
+-- ARGV[3]  max attempts of every task (0: unlimited)
+-- ARGV[4…] 3 per task: id, partition, payload
 -- Returns: one code per task, in order: OK (added) or DUPLICATE.
 --
 -- Cost: TIME, INCRBY, HINCRBY and, when a task can be fetched now, LPUSH a call; EXISTS and HSET a
@@ -27,7 +29,8 @@
 local now = now_ms()
 local now_s = int(now)
 local window = ARGV[2] + 0
-local n = (#ARGV - 2) / 3
+local max = ARGV[3]
+local n = (#ARGV - 3) / 3
 if n > 1 then seq_reserve(n) end
 
 local res = {}
@@ -40,7 +43,7 @@ local run_p, run_m, run_n, run
 -- first one is not written yet, so ZSCORE would not see it).
 local first_p, first_ready, ready_of
 -- One round more than there are tasks, to add the last run.
-for i = 3, #ARGV + 1, 3 do
+for i = 4, #ARGV + 1, 3 do
   local id, p = ARGV[i], ARGV[i + 1]
   local kt, dup
   if id then
@@ -67,8 +70,13 @@ for i = 3, #ARGV + 1, 3 do
   end
   if id and not dup then
     local s = n == 1 and seq_one() or next_seq()
-    -- A pending task has no state field and a level-0 task no level field: absent means those.
-    redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s)
+    -- A pending task has no state field, a level-0 task no level field, and a task of unlimited
+    -- attempts no max: absent means those.
+    if max == '0' then
+      redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s)
+    else
+      redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s, 'm', max)
+    end
     if not run_p then
       run_p, run_m, run_n, run = p, s .. id, 1, nil
     else
