@@ -228,3 +228,38 @@ func TestUsualCall(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishSeqAboveTheClock: a publish's sequence number is above the server clock in ms × 1000
+// and above the one before it, also after the counter went back (a restore) more than 100 ms after
+// that one was handed out (the counter's promise, common.lua), when the script takes the general
+// way to the value and raises the counter.
+func TestPublishSeqAboveTheClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	var last string
+	for i := range 3 {
+		if i == 1 {
+			if err := b.client.Set(b.ctx, b.eng.Keys().Seq(), "7", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			b.waitServerPast(b.serverNow().Add(110 * time.Millisecond))
+		}
+		floor := fmt.Sprintf("%020d", b.serverNow().UnixMilli()*1000)
+		id := b.publish(Message{Partition: "p"})[0]
+		s, err := b.client.HGet(b.ctx, b.eng.Keys().Task(id), "s").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s) != 20 || s <= floor || s <= last {
+			t.Fatalf("publish %d: sequence %q, want 20 digits above the clock floor %s and %q", i, s, floor, last)
+		}
+		counter, err := b.client.Get(b.ctx, b.eng.Keys().Seq()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprintf("%020s", counter) < s {
+			t.Fatalf("publish %d: counter %s below the sequence number %s it handed out", i, counter, s)
+		}
+		last = s
+	}
+}
