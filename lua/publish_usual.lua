@@ -1,11 +1,10 @@
 -- publish_usual.lua: publish.lua for a call whose tasks are all usual ones: priority 0, available
 -- now, no headers and every other option at its zero value but max attempts, the same for all
--- (engine/merge.go decides). It adds them
--- as publish.lua would, from 3 arguments a task instead of 5 and without the batch machinery: a
--- usual task is never refused, so the callers' batches need not be told apart, and a task needs
--- none of the tables a priority, a delay, a child or a debounce key does. An id that still exists
--- (pending, leased or dead), or that was acked within the dedup window, is a duplicate and changes
--- nothing.
+-- (engine/merge.go decides). It adds them as publish.lua would, from 3 arguments a task instead of
+-- 5 and without the batch machinery: a usual task is never refused, so the callers' batches need
+-- not be told apart, and a task needs none of the tables a priority, a delay, a child or a
+-- debounce key does. An id that still exists (pending, leased or dead), or that was acked within
+-- the dedup window, is a duplicate and changes nothing.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
@@ -62,7 +61,7 @@ for i = 4, #ARGV + 1, 3 do
     local r = pend_run(run_p, run_n, run_m, run, now, now_s, known)
     if not first_p then
       first_p, first_ready = run_p, r
-    elseif run_p ~= first_p or ready_of then
+    else -- a second run is of another partition: runs of one partition end at another's task
       if not ready_of then ready_of = {[first_p] = first_ready} end
       ready_of[run_p] = r
     end

@@ -1,5 +1,5 @@
--- enqueue.lua: where a task just added to its partition's pending set leaves the partition, for
--- publish.lua's single-task paths. Included after common.lua. No state.
+-- enqueue.lua: where tasks just added to their partition's pending set leave the partition, for
+-- publish.lua's single-task path and publish_usual.lua. Included after common.lua. No state.
 
 -- place_new places partition p, which is not in ready, after a publish at time now gave it work
 -- available from first_t on. Without controls and not held, p is in sched (at its earliest time)
