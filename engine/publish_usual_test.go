@@ -263,3 +263,40 @@ func TestPublishSeqAboveTheClock(t *testing.T) {
 		last = s
 	}
 }
+
+// TestUsualPublishCommands checks the commands publish_usual.lua sends, as data-model.md lists
+// them: a single task to a partition in ready is 9 (TIME, EXISTS, INCRBY, HSET, ZADD, HINCRBY,
+// ZSCORE, ZINCRBY, LPUSH), and a batch to one partition one EXISTS and one HSET a task and the
+// rest once.
+func TestUsualPublishCommands(t *testing.T) {
+	t.Parallel()
+	b := costBundle(t, "counts the commands a script sends with INFO commandstats")
+	b.publish(Message{Partition: "p"}) // p is in ready from here on
+	for _, c := range []struct {
+		tasks int
+		want  map[string]int64
+	}{
+		{1, map[string]int64{"time": 1, "exists": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zscore": 1,
+			"zincrby": 1, "lpush": 1}},
+		{100, map[string]int64{"time": 1, "exists": 100, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zscore": 1,
+			"zincrby": 1, "lpush": 1}},
+	} {
+		msgs := make([]Message, c.tasks)
+		for i := range msgs {
+			msgs[i] = Message{Partition: "p", MaxAttempts: 25}
+		}
+		before := readCmdStats(b.ctx, t, b.client)
+		b.publish(msgs...)
+		got := map[string]int64{}
+		for name, st := range readCmdStats(b.ctx, t, b.client).since(before) {
+			switch name {
+			case cpuStat, "info", "evalsha", "fcall":
+			default:
+				got[name] = st.calls
+			}
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%d tasks: commands %v, want %v", c.tasks, got, c.want)
+		}
+	}
+}
