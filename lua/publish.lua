@@ -4,7 +4,8 @@
 -- The tasks come in batches, one per caller of a merged call (engine/merge.go), each added whole or
 -- not at all: a batch that would give a partition more than MAX_LEVELS non-zero priorities pending
 -- is refused, and the batches after it are looked at as if it had not been sent. A call of usual
--- tasks only (priority 0, available now, no headers, no options) is publish_usual.lua's instead.
+-- tasks only (priority 0, available now, no headers, no option but one max attempts for all) is
+-- publish_usual.lua's instead.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
@@ -56,7 +57,6 @@
 local now = now_ms()
 local now_s = int(now)
 local window = ARGV[2] + 0
-
 local batches = ARGV[3] + 0
 local TASK = 5 -- values per task
 local first_task = 4 + batches
@@ -91,10 +91,8 @@ end
 -- task_record writes task id's record (kt) at partition p, sequence number s, available at t_s,
 -- with payload d, headers h and the fields of its options that are not their defaults.
 local function task_record(kt, p, s, t_s, d, h, level, max, outcome, hold)
-  if level == '0' and max == '0' and h == '' and outcome == '' and hold == '' then
-    -- A pending task has no state field and a level-0 task no level field: absent means those, and
-    -- every byte of a task record counts when millions wait. The usual task builds no table.
-    redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 't', t_s, 'c', now_s)
+  if level == '0' and h == '' and outcome == '' and hold == '' then
+    record_usual(kt, d, p, s, t_s, now_s, max) -- builds no table
     return
   end
   local extra = {}
@@ -112,15 +110,6 @@ local function available_at(delay, at)
   if at > 0 then return at, int(at) end
   if delay == 0 then return now, now_s end
   return now + delay, int(now + delay)
-end
-
--- exists says whether task id (record kt) exists (pending, leased or dead) or was acked within the
--- window.
-local function exists(id, kt)
-  if redis.call('EXISTS', kt) == 1 then return true end
-  if window == 0 then return false end
-  local acked = redis.call('ZSCORE', K_DEDUP, id)
-  return acked and acked + 0 > now - window
 end
 
 -- child_refused says why child id (record kt) of the task ref names may not be written: NOTFOUND
@@ -175,7 +164,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
   local level, delay, at, max, outcome, hold, pol, ref = task_opts(ARGV[i + 4])
   local no, moved
   if ref == '' then
-    if exists(id, kt) then no = DUPLICATE end
+    if is_duplicate(id, kt, window, now) then no = DUPLICATE end
   elseif pol == 'd' or pol == 't' then
     no, moved = debounce_find(pol, ref, ARGV[i + 2], ARGV[i + 3], now, id)
   else
@@ -206,7 +195,7 @@ end
 -- give a partition more than MAX_LEVELS non-zero priorities pending. A task adds its priority to
 -- its partition's levels unless it is 0, a duplicate (of a task that exists, or of a task of an
 -- earlier batch not refused) or a level the partition has (in r:<p>, or from an earlier batch).
--- Cost: nothing unless a task has a priority; else for each such task 1–2 calls (exists), and per
+-- Cost: nothing unless a task has a priority; else for each such task 1–2 calls (is_duplicate), and per
 -- (partition, level) of such tasks a ZSCORE r:<p>, per partition a ZCARD r:<p>.
 local function refusals()
   local any = false
@@ -225,7 +214,7 @@ local function refusals()
       local id, p, level = ARGV[i], ARGV[i + 1], task_level(ARGV[i + 4])
       if not ids[id] and not new_ids[id] then
         new_ids[id] = true
-        if level ~= '0' and not exists(id, k_task(id)) then
+        if level ~= '0' and not is_duplicate(id, k_task(id), window, now) then
           local pl = level .. ':' .. p
           if has[pl] == nil then has[pl] = redis.call('ZSCORE', k_levels(p), level) ~= false end
           if not has[pl] and not new_has[pl] then
@@ -275,7 +264,7 @@ for i = first_task, #ARGV, TASK do
     else
       no = child_refused(id, kt, pol, ref)
     end
-  elseif not no and exists(id, kt) then
+  elseif not no and is_duplicate(id, kt, window, now) then
     no = DUPLICATE
   end
   if no then

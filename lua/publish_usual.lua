@@ -47,6 +47,9 @@ for i = 4, #ARGV + 1, 3 do
   local kt, dup
   if id then
     kt = k_task(id)
+    -- is_duplicate and record_usual (enqueue.lua), written out: their calls cost a batch 3 % more
+    -- instructions per task (bench/cmd/instr publish100-one). TestPublishUsualMatchesPublish
+    -- fails if this copy and publish.lua's differ in what they write.
     dup = redis.call('EXISTS', kt) == 1
     if not dup and window > 0 then
       local acked = redis.call('ZSCORE', K_DEDUP, id)
@@ -69,8 +72,6 @@ for i = 4, #ARGV + 1, 3 do
   end
   if id and not dup then
     local s = n == 1 and seq_one() or next_seq()
-    -- A pending task has no state field, a level-0 task no level field, and a task of unlimited
-    -- attempts no max: absent means those.
     if max == '0' then
       redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s)
     else

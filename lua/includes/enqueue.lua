@@ -1,5 +1,28 @@
--- enqueue.lua: where tasks just added to their partition's pending set leave the partition, for
--- publish.lua's single-task path and publish_usual.lua. Included after common.lua. No state.
+-- enqueue.lua: what publish.lua and publish_usual.lua share: the duplicate check, the usual task's
+-- record (publish_usual.lua writes these two out in its loop), and where tasks just added to their
+-- partition's pending set leave the partition. Included after common.lua. No state.
+
+-- is_duplicate says whether task id (record kt) exists (pending, leased or dead) or, with a dedup
+-- window of window ms, was acked within it at time now.
+local function is_duplicate(id, kt, window, now)
+  if redis.call('EXISTS', kt) == 1 then return true end
+  if window == 0 then return false end
+  local acked = redis.call('ZSCORE', K_DEDUP, id)
+  return acked and acked + 0 > now - window
+end
+
+-- record_usual writes the record (kt) of a task at priority 0 with no headers, no outcome kept and
+-- no hold: payload d, partition p, sequence number s, available at t_s, published at now_s, and
+-- max attempts max ('0': unlimited). A pending task has no state field, a level-0 task no level
+-- field and a task of unlimited attempts no max: absent means those, and every byte of a record
+-- counts when millions wait.
+local function record_usual(kt, d, p, s, t_s, now_s, max)
+  if max == '0' then
+    redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 't', t_s, 'c', now_s)
+  else
+    redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 't', t_s, 'c', now_s, 'm', max)
+  end
+end
 
 -- place_new places partition p, which is not in ready, after a publish at time now gave it work
 -- available from first_t on. Without controls and not held, p is in sched (at its earliest time)
