@@ -60,6 +60,7 @@ type op struct {
 	lease    time.Duration
 	msgs     []any // a Publish's script arguments, publishArgs per message
 	bytes    int   // of the payloads and headers in msgs
+	newIDs   bool  // every id in msgs was made by Publish (NewID), so no task has it
 
 	// state is queued until the caller that sends the op's batch marks it sent, or the op's own
 	// caller marks it left, whichever comes first: a sent op's caller waits for the result, and a
@@ -384,6 +385,18 @@ func usualCall(ops []*op) (maxAttempts string, ok bool) {
 	return usualMaxAttempts(opts)
 }
 
+// newIDs says whether every id ops publish was made for them by Publish. A made id (NewID) belongs
+// to no task, and a call that may have run is never sent again (sendOnce), so publish_usual.lua
+// need not look for its task.
+func newIDs(ops []*op) bool {
+	for _, o := range ops {
+		if !o.newIDs {
+			return false
+		}
+	}
+	return true
+}
+
 // usualMaxAttempts returns the max attempts of opts, messageOpts's options of a message, when that
 // is the message's only option not at its zero value ("0,0,0,<max>,,,,").
 func usualMaxAttempts(opts string) (string, bool) {
@@ -411,7 +424,11 @@ func (e *Engine) sendPublishes(ops []*op) {
 	if maxAttempts, ok := usualCall(ops); ok {
 		// publish_usual.lua: 3 arguments a message, and no batches (it refuses none).
 		s, args = scriptPubUsual, make([]any, 0, 2+3*total)
-		args = append(args, e.cfg.DedupWindow.Milliseconds(), maxAttempts)
+		window := e.cfg.DedupWindow.Milliseconds()
+		if newIDs(ops) {
+			window = -1 - window // no id to check
+		}
+		args = append(args, window, maxAttempts)
 		for _, o := range ops {
 			for i := 0; i < len(o.msgs); i += publishArgs {
 				args = append(args, o.msgs[i:i+3]...) // id, partition, payload

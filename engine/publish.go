@@ -93,6 +93,7 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 	out := make([]PublishResult, len(msgs))
 	args := make([]any, 0, publishArgs*len(msgs))
 	bytes := 0
+	made := true // every id made here
 	for i := range msgs {
 		m := &msgs[i]
 		if err := e.validateMessage(m); err != nil {
@@ -101,6 +102,8 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 		id := m.ID
 		if id == "" {
 			id = NewID()
+		} else {
+			made = false
 		}
 		out[i].ID = id
 		var n int
@@ -110,7 +113,7 @@ func (e *Engine) Publish(ctx context.Context, msgs []Message) ([]PublishResult, 
 	if err := e.registerChildren(ctx, msgs); err != nil {
 		return nil, err
 	}
-	o := &op{msgs: args, bytes: bytes}
+	o := &op{msgs: args, bytes: bytes, newIDs: made}
 	if err := e.pubs.do(ctx, o); err != nil {
 		return nil, err
 	}

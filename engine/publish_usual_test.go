@@ -29,7 +29,7 @@ func TestPublishUsualMatchesPublish(t *testing.T) {
 	for _, window := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprintf("window-%v", window), func(t *testing.T) {
 			t.Parallel()
-			codes := comparePublishUsual(t, window, calls)
+			codes := comparePublishUsual(t, window, false, calls)
 			want := []int{codeOK, codeOK, codeOK, codeDuplicate, codeOK, codeOK, codeOK, codeDuplicate, codeOK, codeOK, codeOK}
 			if window > 0 {
 				want[len(want)-1] = codeDuplicate // acked within the window
@@ -53,7 +53,22 @@ func TestPublishUsualMatchesPublish(t *testing.T) {
 						MaxAttempts: maxAttempts})
 				}
 			}
-			comparePublishUsual(t, 0, calls)
+			comparePublishUsual(t, 0, false, calls)
+		})
+	}
+	// Ids made for the call (Publish's own, here fixed so the two queues get the same ones): no id
+	// is looked for, and the state must still match, also the dedup window's pruning.
+	fresh := [][]Message{
+		{{ID: "n1", Partition: "p1"}, {ID: "n2", Partition: "p1"}, {ID: "n3", Partition: "p2"}, {ID: "n4", Partition: "paused"}},
+		{{ID: "n5", Partition: "!held"}, {ID: "n6", Partition: "waiting"}, {ID: "n7", Partition: "new"}},
+	}
+	for _, window := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("new-ids-window-%v", window), func(t *testing.T) {
+			t.Parallel()
+			codes := comparePublishUsual(t, window, true, fresh)
+			if want := slices.Repeat([]int{codeOK}, 7); !slices.Equal(codes, want) {
+				t.Fatalf("codes %v, want %v", codes, want)
+			}
 		})
 	}
 }
@@ -62,8 +77,9 @@ func TestPublishUsualMatchesPublish(t *testing.T) {
 // waiting, the ordered partition !held held by a leased task, a task acked, the partition paused
 // paused), sends calls, one Publish's messages each, as one merged call through publish_usual.lua
 // on one and through publish.lua's general path on the other, and fails unless both return the
-// same codes and leave the same state (normalState). It returns the codes.
-func comparePublishUsual(t *testing.T, window time.Duration, calls [][]Message) []int {
+// same codes and leave the same state (normalState). With newIDs the calls' ops say that Publish
+// made their ids. It returns the codes.
+func comparePublishUsual(t *testing.T, window time.Duration, newIDs bool, calls [][]Message) []int {
 	t.Helper()
 	usual, general := setup(t, Config{DedupWindow: window}), setup(t, Config{DedupWindow: window})
 	var codes [2][]int
@@ -80,7 +96,9 @@ func comparePublishUsual(t *testing.T, window time.Duration, calls [][]Message) 
 		}
 		var ops []*op
 		for _, msgs := range calls {
-			ops = append(ops, b.publishOp(msgs...))
+			o := b.publishOp(msgs...)
+			o.newIDs = newIDs
+			ops = append(ops, o)
 		}
 		if _, ok := usualCall(ops); !ok {
 			t.Fatal("the messages are not usual ones")
@@ -268,25 +286,37 @@ func TestPublishSeqAboveTheClock(t *testing.T) {
 }
 
 // TestUsualPublishCommands checks the commands publish_usual.lua sends, as data-model.md lists
-// them: a single task to a partition in ready is 9 (TIME, EXISTS, INCRBY, HSET, ZADD, HINCRBY,
-// ZSCORE, ZINCRBY, LPUSH), and a batch to one partition one EXISTS and one HSET a task and the
-// rest once.
+// them: a single task to a partition in ready is 8 (TIME, INCRBY, HSET, ZADD, HINCRBY, ZSCORE,
+// ZINCRBY, LPUSH) and one EXISTS more when the caller gave the task its id; a batch to one
+// partition is one HSET a task (and an EXISTS for each id the caller gave) and the rest once.
 func TestUsualPublishCommands(t *testing.T) {
 	t.Parallel()
 	b := costBundle(t, "counts the commands a script sends with INFO commandstats")
 	b.publish(Message{Partition: "p"}) // p is in ready from here on
 	for _, c := range []struct {
 		tasks int
+		ids   bool // the caller gives the ids
 		want  map[string]int64
 	}{
-		{1, map[string]int64{"time": 1, "exists": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zscore": 1,
+		{1, false, map[string]int64{"time": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zscore": 1,
 			"zincrby": 1, "lpush": 1}},
-		{100, map[string]int64{"time": 1, "exists": 100, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zscore": 1,
+		{1, true, map[string]int64{"time": 1, "exists": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zscore": 1,
+			"zincrby": 1, "lpush": 1}},
+		{100, false, map[string]int64{"time": 1, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zscore": 1,
+			"zincrby": 1, "lpush": 1}},
+		{100, true, map[string]int64{"time": 1, "exists": 100, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zscore": 1,
 			"zincrby": 1, "lpush": 1}},
 	} {
 		msgs := make([]Message, c.tasks)
 		for i := range msgs {
 			msgs[i] = Message{Partition: "p", MaxAttempts: 25}
+			if c.ids {
+				msgs[i].ID = NewID()
+			}
+		}
+		// No fetcher pops the wake-up tokens: start each case with none, so none trims them.
+		if err := b.client.Del(b.ctx, b.eng.Keys().Wake()).Err(); err != nil {
+			t.Fatal(err)
 		}
 		before := readCmdStats(b.ctx, t, b.client)
 		b.publish(msgs...)
@@ -299,7 +329,7 @@ func TestUsualPublishCommands(t *testing.T) {
 			}
 		}
 		if !maps.Equal(got, c.want) {
-			t.Errorf("%d tasks: commands %v, want %v", c.tasks, got, c.want)
+			t.Errorf("%d tasks, ids given %v: commands %v, want %v", c.tasks, c.ids, got, c.want)
 		}
 	}
 }

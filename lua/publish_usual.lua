@@ -8,14 +8,15 @@
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
--- ARGV[2]  dedup window ms (0: none)
+-- ARGV[2]  dedup window ms (0: none); when every id is new (made for this call), -1 minus it: no
+--          id is checked, and the window still prunes the acked ids
 -- ARGV[3]  max attempts of every task (0: unlimited)
 -- ARGV[4…] 3 per task: id, partition, payload
 -- Returns: one code per task, in order: OK (added) or DUPLICATE.
 --
--- Cost: TIME, INCRBY, HINCRBY and, when a task can be fetched now, LPUSH a call; EXISTS and HSET a
--- task (and ZSCORE with a dedup window); ZADD, ZSCORE and ZINCRBY per run of consecutive tasks of
--- one partition (a batch to one partition is one run).
+-- Cost: TIME, INCRBY, HINCRBY and, when a task can be fetched now, LPUSH a call; HSET a task, and
+-- EXISTS (and ZSCORE with a dedup window) unless its id is new; ZADD, ZSCORE and ZINCRBY per run of
+-- consecutive tasks of one partition (a batch to one partition is one run).
 --
 -- Helpers only a partition that is not ready, a dedup window or an event stream needs are made at
 -- their first use (lua/cold.go).
@@ -28,6 +29,8 @@
 local now = now_ms()
 local now_s = int(now)
 local window = ARGV[2] + 0
+local check = window >= 0
+if not check then window = -1 - window end
 local max = ARGV[3]
 local n = (#ARGV - 3) / 3
 if n > 1 then seq_reserve(n) end
@@ -45,7 +48,7 @@ local first_p, first_ready, ready_of
 for i = 4, #ARGV + 1, 3 do
   local id, p = ARGV[i], ARGV[i + 1]
   local kt, dup
-  if id then
+  if id and check then
     kt = k_task(id)
     -- is_duplicate and record_usual (enqueue.lua), written out: their calls cost a batch 3 % more
     -- instructions per task (bench/cmd/instr publish100-one). TestPublishUsualMatchesPublish
@@ -71,6 +74,7 @@ for i = 4, #ARGV + 1, 3 do
     run_p = nil
   end
   if id and not dup then
+    kt = kt or k_task(id)
     local s = n == 1 and seq_one() or next_seq()
     if max == '0' then
       redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s)
