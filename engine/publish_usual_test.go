@@ -286,7 +286,7 @@ func TestPublishSeqAboveTheClock(t *testing.T) {
 }
 
 // TestUsualPublishCommands checks the commands publish_usual.lua sends, as data-model.md lists
-// them: a single task to a partition in ready is 8 (TIME, INCRBY, HSET, ZADD, HINCRBY, ZSCORE,
+// them: a single task to a partition in ready is 8 (TIME, INCRBY, HSET, ZADD, HINCRBY, ZRANK,
 // ZINCRBY, LPUSH) and one EXISTS more when the caller gave the task its id; a batch to one
 // partition is one HSET a task (and an EXISTS for each id the caller gave) and the rest once.
 func TestUsualPublishCommands(t *testing.T) {
@@ -298,13 +298,13 @@ func TestUsualPublishCommands(t *testing.T) {
 		ids   bool // the caller gives the ids
 		want  map[string]int64
 	}{
-		{1, false, map[string]int64{"time": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zscore": 1,
+		{1, false, map[string]int64{"time": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zrank": 1,
 			"zincrby": 1, "lpush": 1}},
-		{1, true, map[string]int64{"time": 1, "exists": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zscore": 1,
+		{1, true, map[string]int64{"time": 1, "exists": 1, "incrby": 1, "hset": 1, "zadd": 1, "hincrby": 1, "zrank": 1,
 			"zincrby": 1, "lpush": 1}},
-		{100, false, map[string]int64{"time": 1, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zscore": 1,
+		{100, false, map[string]int64{"time": 1, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zrank": 1,
 			"zincrby": 1, "lpush": 1}},
-		{100, true, map[string]int64{"time": 1, "exists": 100, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zscore": 1,
+		{100, true, map[string]int64{"time": 1, "exists": 100, "incrby": 1, "hset": 100, "zadd": 1, "hincrby": 1, "zrank": 1,
 			"zincrby": 1, "lpush": 1}},
 	} {
 		msgs := make([]Message, c.tasks)

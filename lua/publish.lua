@@ -55,7 +55,7 @@
 -- @include debounce
 
 local now = now_ms()
-local now_s = int(now)
+local now_s = int_now(now)
 local window = ARGV[2] + 0
 local batches = ARGV[3] + 0
 local TASK = 5 -- values per task

@@ -15,7 +15,7 @@
 -- Returns: one code per task, in order: OK (added) or DUPLICATE.
 --
 -- Cost: TIME, INCRBY, HINCRBY and, when a task can be fetched now, LPUSH a call; HSET a task, and
--- EXISTS (and ZSCORE with a dedup window) unless its id is new; ZADD, ZSCORE and ZINCRBY per run of
+-- EXISTS (and ZSCORE with a dedup window) unless its id is new; ZADD, ZRANK and ZINCRBY per run of
 -- consecutive tasks of one partition (a batch to one partition is one run).
 --
 -- Helpers only a partition that is not ready, a dedup window or an event stream needs are made at
@@ -27,7 +27,7 @@
 -- @include enqueue
 
 local now = now_ms()
-local now_s = int(now)
+local now_s = int_now(now)
 local window = ARGV[2] + 0
 local check = window >= 0
 if not check then window = -1 - window end
@@ -42,7 +42,7 @@ local added = 0
 local run_p, run_m, run_n, run
 -- Whether each partition whose run was added is in ready now: for the first such partition, then
 -- for all once there is a second (a partition may have several runs, and the ready_push of its
--- first one is not written yet, so ZSCORE would not see it).
+-- first one is not written yet, so ZRANK would not see it).
 local first_p, first_ready, ready_of
 -- One round more than there are tasks, to add the last run.
 for i = 4, #ARGV + 1, 3 do

@@ -55,17 +55,20 @@ end
 -- in ready when the caller knows it (an earlier call of this script call found it there or put it
 -- there: ready_push defers the write, so ZSCORE would not see it), else nil. Returns whether p is
 -- in ready now.
--- Cost: ZSCORE ready unless known, ZINCRBY depth, and ZADD heads when p had nothing pending or is
+-- Cost: ZRANK ready unless known, ZINCRBY depth, and ZADD heads when p had nothing pending or is
 -- not ready.
 local function enqueued(p, n, t, t_s, now, ready)
   -- A partition in ready keeps its turn, and its head is at most now: tasks available from now on
   -- change neither.
   local in_ready = ready
-  if in_ready == nil then in_ready = redis.call('ZSCORE', K_READY, p) ~= false end
+  if in_ready == nil then in_ready = redis.call('ZRANK', K_READY, p) ~= false end
   local ready_now = in_ready
   if not in_ready then ready_now = place_new(p, t, now) end
   if ready_now and t <= now then wakes = wakes + n end
-  if redis.call('ZINCRBY', K_DEPTH, n == 1 and '1' or int(n), p) + 0 == n then
+  -- The new depth, as Redis formats a score ("%.17g": an integer has no point or exponent), is by
+  -- exactly when p had nothing pending; comparing the strings spares Lua parsing the reply.
+  local by = n == 1 and '1' or int(n)
+  if redis.call('ZINCRBY', K_DEPTH, by, p) == by then
     redis.call('ZADD', K_HEADS, t_s, p) -- p had nothing pending
     if redis.call('ZCARD', K_DEPTH) == 1 then indexes_fresh() end -- nor had any other partition
   elseif not in_ready or t < now then
