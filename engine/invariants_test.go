@@ -163,7 +163,7 @@ func (r *invRun) opPublish() {
 
 // snapshot records an ordered task's priority, available-at and sequence.
 func (r *invRun) snapshot(id string) {
-	f, err := r.b.client.HMGet(r.b.ctx, r.b.eng.Keys().Task(id), "p", "r", "t", "s").Result()
+	f, err := r.b.client.HMGet(r.b.ctx, r.b.eng.Keys().Task(id), "p", "r", "t", "s", "c").Result()
 	if err != nil {
 		r.fatalf("snapshot %s: %v", id, err)
 	}
@@ -175,6 +175,9 @@ func (r *invRun) snapshot(id string) {
 	rr, _ := f[1].(string)
 	tt, _ := f[2].(string)
 	ss, _ := f[3].(string)
+	if tt == "" {
+		tt, _ = f[4].(string) // available when published: no t
+	}
 	if rr == "" {
 		rr = "0"
 	}
@@ -732,15 +735,16 @@ func (r *invRun) check(step string) {
 		if dead != (rec["S"] == "d") {
 			r.fatalf("%s: task %s dead=%v but state %q", step, id, dead, rec["S"])
 		}
+		at := cmpOr(rec["t"], rec["c"]) // a task available when published has no t
 		if pend {
 			tk := s.tasks[id]
-			if _, ok := rec["p"]; !ok || rec["s"] != tk.seq || rec["t"] != strconv.FormatInt(tk.t, 10) {
+			if _, ok := rec["p"]; !ok || rec["s"] != tk.seq || at != strconv.FormatInt(tk.t, 10) {
 				r.fatalf("%s: pending %s record %v, member seq %s at %d", step, id, rec, tk.seq, tk.t)
 			}
 			total++
 		}
 		if want, ok := r.snap[id]; ok && !dead {
-			got := invKey{cmpOr(rec["r"], "0"), rec["t"], rec["s"]}
+			got := invKey{cmpOr(rec["r"], "0"), at, rec["s"]}
 			if got != want {
 				r.fatalf("%s: ordered %s moved: priority/at/seq %v, was %v", step, id, got, want)
 			}

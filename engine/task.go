@@ -169,6 +169,9 @@ func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 	if t.State == "" {
 		t.State = StatePending // a pending task's record has no state field
 	}
+	if t.AvailableAt.IsZero() {
+		t.AvailableAt = t.EnqueuedAt // a task available when it was published has no available-at field
+	}
 	t.finish(refs, e.cfg.Queue)
 	return t, nil
 }

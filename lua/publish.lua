@@ -89,19 +89,21 @@ local function task_level(o)
 end
 
 -- task_record writes task id's record (kt) at partition p, sequence number s, available at t_s,
--- with payload d, headers h and the fields of its options that are not their defaults.
+-- with payload d, headers h and the fields of its options that are not their defaults (as
+-- record_usual, no available-at when it is the publish time).
 local function task_record(kt, p, s, t_s, d, h, level, max, outcome, hold)
   if level == '0' and h == '' and outcome == '' and hold == '' then
     record_usual(kt, d, p, s, t_s, now_s, max) -- builds no table
     return
   end
   local extra = {}
+  if t_s ~= now_s then extra[#extra + 1] = 't'; extra[#extra + 1] = t_s end
   if level ~= '0' then extra[#extra + 1] = 'r'; extra[#extra + 1] = level end
   if max ~= '0' then extra[#extra + 1] = 'm'; extra[#extra + 1] = max end
   if h ~= '' then extra[#extra + 1] = 'h'; extra[#extra + 1] = h end
   if outcome ~= '' then extra[#extra + 1] = 'o'; extra[#extra + 1] = outcome end
   if hold ~= '' then extra[#extra + 1] = 'j'; extra[#extra + 1] = '1' end
-  redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 't', t_s, 'c', now_s, unpack(extra))
+  redis.call('HSET', kt, 'd', d, 'p', p, 's', s, 'c', now_s, unpack(extra))
 end
 
 -- available_at is when a task with delay ms and at ms (0: none) is available, as a number and as

@@ -77,9 +77,9 @@ for i = 4, #ARGV + 1, 3 do
     kt = kt or k_task(id)
     local s = n == 1 and seq_one() or next_seq()
     if max == '0' then
-      redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s)
+      redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 'c', now_s)
     else
-      redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 't', now_s, 'c', now_s, 'm', max)
+      redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 'c', now_s, 'm', max)
     end
     if not run_p then
       run_p, run_m, run_n, run = p, s .. id, 1, nil

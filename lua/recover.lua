@@ -74,10 +74,11 @@ for i = 1, #expired do
         end
         local head, key = nil, nil
         for j = 1, #group do
-          local f = redis.call('HMGET', k_task(group[j]), 'r', 't', 's')
-          -- The partition's order: priority desc, then available-at, then sequence; as a string
-          -- key comparable byte by byte (priorities are int32, times below 2^53, sequences 20 digits).
-          local k = string.format('%011d%016d%s', 2147483648 - (tonumber(f[1]) or 0), tonumber(f[2]) or 0, f[3] or '')
+          local f = redis.call('HMGET', k_task(group[j]), 'r', 't', 's', 'c')
+          -- The partition's order: priority desc, then available-at (t, else the publish time c),
+          -- then sequence; as a string key comparable byte by byte (priorities are int32, times
+          -- below 2^53, sequences 20 digits).
+          local k = string.format('%011d%016d%s', 2147483648 - (tonumber(f[1]) or 0), tonumber(f[2] or f[4]) or 0, f[3] or '')
           if not key or k < key then head, key = group[j], k end
         end
         for j = 1, #group do give_back(group[j], p, group[j] == head) end

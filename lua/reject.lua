@@ -53,8 +53,8 @@ local run, at, cut, gone = {}, {}, {}, {}
 -- read_run reads p's leased run: one SMEMBERS and one HMGET per id, sorted by order_key, a string
 -- whose byte order is the partition's order: priority desc, available-at asc, sequence asc.
 local function order_key(kt)
-  local f = redis.call('HMGET', kt, 'r', 't', 's')
-  return string.format('%010d%015d', 2147483647 - (tonumber(f[1]) or 0), tonumber(f[2]) or 0) .. (f[3] or '')
+  local f = redis.call('HMGET', kt, 'r', 't', 's', 'c') -- no t: available when published, at c
+  return string.format('%010d%015d', 2147483647 - (tonumber(f[1]) or 0), tonumber(f[2] or f[4]) or 0) .. (f[3] or '')
 end
 
 local function read_run(p)

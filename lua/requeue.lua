@@ -21,7 +21,7 @@ local requeued = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H', 'j', 's', 't', 'K')
+  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 'F', 'H', 'j', 's', 't', 'K', 'c')
   if not f[2] then
     res[#res + 1] = NOTFOUND
   elseif f[1] ~= 'd' then
@@ -33,7 +33,7 @@ for i = 2, #ARGV do
     if f[6] and redis.call('HGET', k_meta(p), 'h') == id then
       -- It holds its partition: it goes back to its own place, at the head, and the partition
       -- goes on from it, in order.
-      s, t = f[7], tonumber(f[8])
+      s, t = f[7], tonumber(f[8] or f[10]) -- no t: available when published, at c
       meta_del(p, 'h')
       redis.call('ZREM', k_halted(), p)
     end

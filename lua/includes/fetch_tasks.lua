@@ -85,7 +85,7 @@ local function fetch_tasks(now, consumer, n, lease, maxrun)
     -- allocation and its collection, and Redis the probes it runs on every table of a reply.
     local k = #out -- in order, one at a time: each lands in the array part, appended
     out[k + 1] = id; out[k + 2] = token; out[k + 3] = p; out[k + 4] = level; out[k + 5] = attempt
-    out[k + 6] = f[2] or 0; out[k + 7] = f[3] or 0; out[k + 8] = f[4] or 0; out[k + 9] = f[5] or ''
+    out[k + 6] = f[2] or 0; out[k + 7] = f[3] or 0; out[k + 8] = f[4] or f[3] or 0; out[k + 9] = f[5] or ''
     out[k + 10] = f[6] or ''; out[k + 11] = f[7] or 0; out[k + 12] = f[8] or ''
   end
 

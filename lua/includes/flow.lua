@@ -194,7 +194,7 @@ local function flow_release(id, kt, now)
     if level == '0' then redis.call('HDEL', kt, 'r') else redis.call('HSET', kt, 'r', level) end
   end
   local t = now + (tonumber(f[3]) or 0)
-  local at = tonumber(f[4]) or 0
+  local at = tonumber(f[4]) or 0 -- no t: available when it was published, which is past
   if at > t then t = at end
   local s = next_seq()
   redis.call('HDEL', kt, 'S', 'R', 'B', 'y')
@@ -258,8 +258,8 @@ end
 -- unpark returns parked task id (record kt) to pending: an ordered one to its own place, releasing
 -- its partition; an unordered one as if published now.
 local function unpark(id, kt, now)
-  local f = redis.call('HMGET', kt, 'p', 'r', 's', 't')
-  local p, level, s, t = f[1], f[2] or '0', f[3], tonumber(f[4])
+  local f = redis.call('HMGET', kt, 'p', 'r', 's', 't', 'c')
+  local p, level, s, t = f[1], f[2] or '0', f[3], tonumber(f[4] or f[5]) -- no t: available at c
   if is_ordered(p) then
     if redis.call('HGET', k_meta(p), 'w') == id then meta_del(p, 'w') end
   else

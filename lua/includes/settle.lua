@@ -56,9 +56,9 @@ end
 -- back returns an unleased task to pending: an ordered task to its exact position, with its
 -- partition blocked until now+delay; an unordered one at now+delay.
 local function back(id, kt, p, now, delay)
-  local f = redis.call('HMGET', kt, 'r', 's', 't')
+  local f = redis.call('HMGET', kt, 'r', 's', 't', 'c')
   f[1] = f[1] or '0'
-  local t = tonumber(f[3])
+  local t = tonumber(f[3] or f[4]) -- no t: available when published, at c
   if is_ordered(p) then
     if delay > 0 then
       local _, _, blocked = meta(p)
