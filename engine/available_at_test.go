@@ -13,7 +13,9 @@ import (
 // has no available-at field (t), and everything that reads one takes the publish time (c) instead:
 // the task's info, its delivery, and the order of an ordered run when a task of it is rejected or
 // its leases expire. Each ordered partition gets a task that was delayed and became available
-// before a second one was published, so the run's order differs if a missing t were read as 0.
+// before a second one was published, so the run's order differs if a missing t were read as 0;
+// and, published in one call, two tasks whose records keep their sequence numbers in the two
+// forms a record may (short, and the 20 digits a requeue writes), compared as the 20 digits.
 func TestRecordWithoutAvailableAt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
@@ -72,6 +74,55 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		}
 		if ids := b.drain("r"); !slices.Equal(ids, []string{a, bb}) {
 			t.Fatalf("after the reject: %v, want %s then %s", ids, a, bb)
+		}
+	})
+
+	// mixed publishes "<p>a" and "<p>b" in one call (one ms: their order is their sequence numbers)
+	// and gives b's record the 20 digits a requeue writes, where a's keeps the short form.
+	mixed := func(p partition.Key) (a, bb string) {
+		a, bb = string(p)+"a", string(p)+"b"
+		b.publish(Message{ID: a, Partition: p}, Message{ID: bb, Partition: p})
+		kt := b.eng.Keys().Task(bb)
+		if err := b.client.HSet(b.ctx, kt, "s", padSequence(b.client.HGet(b.ctx, kt, "s").Val())).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return a, bb
+	}
+
+	t.Run("reject-mixed", func(t *testing.T) {
+		a, bb := mixed("!reject-mixed")
+		ds := b.fetch("rm", 2)
+		if len(ds) != 2 || ds[0].ID != a {
+			t.Fatalf("fetched %v, want %s then %s", ds, a, bb)
+		}
+		if res, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: ds[0].Receipt()}}); err != nil || res[0].Err != nil {
+			t.Fatal(res, err)
+		}
+		if errs, _ := b.eng.Ack(b.ctx, []Receipt{ds[1].Receipt()}); !errors.Is(errs[0], ErrStaleToken) {
+			t.Fatalf("ack of %s after the reject of %s: %v, want ErrStaleToken (taken back)", bb, a, errs)
+		}
+		if ids := b.drain("rm"); !slices.Equal(ids, []string{a, bb}) {
+			t.Fatalf("after the reject: %v, want %s then %s", ids, a, bb)
+		}
+	})
+
+	t.Run("recover-mixed", func(t *testing.T) {
+		a, bb := mixed("!recover-mixed")
+		run, err := b.eng.Fetch(b.ctx, "xm", 2, shortLease)
+		if err != nil || len(run) != 2 || run[0].ID != a {
+			t.Fatalf("fetched %v %v, want %s then %s", run, err, a, bb)
+		}
+		b.expire(run)
+		if rec, err := b.eng.Recover(b.ctx); err != nil || rec.Returned != 2 {
+			t.Fatalf("recover %+v %v, want both back", rec, err)
+		}
+		for id, want := range map[string]int{a: 1, bb: 0} {
+			if info, err := b.eng.Task(b.ctx, id); err != nil || info.Attempts != want {
+				t.Fatalf("%s after the recovery: %d attempts (%v), want %d", id, info.Attempts, err, want)
+			}
+		}
+		if ids := b.drain("xm"); !slices.Equal(ids, []string{a, bb}) {
+			t.Fatalf("after the recovery: %v, want %s then %s", ids, a, bb)
 		}
 	})
 

@@ -175,6 +175,7 @@ func (r *invRun) snapshot(id string) {
 	rr, _ := f[1].(string)
 	tt, _ := f[2].(string)
 	ss, _ := f[3].(string)
+	ss = padSequence(ss)
 	if tt == "" {
 		tt, _ = f[4].(string) // available when published: no t
 	}
@@ -738,13 +739,13 @@ func (r *invRun) check(step string) {
 		at := cmpOr(rec["t"], rec["c"]) // a task available when published has no t
 		if pend {
 			tk := s.tasks[id]
-			if _, ok := rec["p"]; !ok || rec["s"] != tk.seq || at != strconv.FormatInt(tk.t, 10) {
+			if _, ok := rec["p"]; !ok || padSequence(rec["s"]) != tk.seq || at != strconv.FormatInt(tk.t, 10) {
 				r.fatalf("%s: pending %s record %v, member seq %s at %d", step, id, rec, tk.seq, tk.t)
 			}
 			total++
 		}
 		if want, ok := r.snap[id]; ok && !dead {
-			got := invKey{cmpOr(rec["r"], "0"), at, rec["s"]}
+			got := invKey{cmpOr(rec["r"], "0"), at, padSequence(rec["s"])}
 			if got != want {
 				r.fatalf("%s: ordered %s moved: priority/at/seq %v, was %v", step, id, got, want)
 			}

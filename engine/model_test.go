@@ -1511,6 +1511,12 @@ func TestModelRejectTakenBackInSameCall(t *testing.T) {
 			return []Rejection{{Receipt: a.Receipt()}, {Receipt: bb.Receipt()}}
 		})
 		check(t, b, res, []RejectResult{{}, {DeadLettered: true}}, 1, StateDead)
+		// Dead, b left p's pending set, where a's rejection had put it back.
+		for _, m := range b.client.ZRange(b.ctx, b.eng.Keys().Pending(p, 0), 0, -1).Val() {
+			if m[seqDigits:] == "b" {
+				t.Errorf("dead b is still in the pending set of %s: %s", p, m)
+			}
+		}
 		for _, d := range b.drain("c") {
 			if d == "b" {
 				t.Errorf("b, with MaxAttempts 1, was delivered a second time")

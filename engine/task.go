@@ -196,6 +196,15 @@ func (t *TaskInfo) finish(refs taskRefs, queue string) {
 	}
 }
 
+// padSequence gives a record's sequence number, which a record may keep without its leading zeros
+// (lua/includes/common.lua, seq_short), the seqDigits digits of the pending members.
+func padSequence(s string) string {
+	if len(s) >= seqDigits {
+		return s
+	}
+	return strings.Repeat("0", seqDigits-len(s)) + s
+}
+
 // set stores one field of the task hash (see lua/publish.lua and docs/data-model.md), those whose
 // meaning depends on others in refs; it ignores the fields it does not know.
 func (t *TaskInfo) set(k, v string, refs *taskRefs) error {
@@ -215,7 +224,7 @@ func (t *TaskInfo) set(k, v string, refs *taskRefs) error {
 	case "r":
 		t.Priority = atoi(v)
 	case "s":
-		t.Sequence = v
+		t.Sequence = padSequence(v)
 	case "t":
 		t.AvailableAt = time.UnixMilli(int64(atoi(v)))
 	case "c":

@@ -55,7 +55,7 @@
 -- @include debounce
 
 local now = now_ms()
-local now_s = int_now(now)
+local now_s = int(now)
 local window = ARGV[2] + 0
 local batches = ARGV[3] + 0
 local TASK = 5 -- values per task
@@ -181,10 +181,10 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
     return {no}
   end
   local t, t_s = available_at(delay, at)
-  local s = next_seq()
+  local s = next_seq_short() -- the record's form; seq_member pads it
   task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
   if ref ~= '' and pol ~= 'd' and pol ~= 't' then spawned(kt, ref) end
-  redis.call('ZADD', k_pending(p, '0'), t_s, s .. id)
+  redis.call('ZADD', k_pending(p, '0'), t_s, seq_member(s, id))
   stat('pub', 1)
   enqueued(p, 1, t, t_s, now)
   if EVENTS_MAX then emit('published', id, 'p', p) end
@@ -274,7 +274,7 @@ for i = first_task, #ARGV, TASK do
     if no == DUPLICATE then dups = dups + 1 end
   else
     local t, t_s = available_at(delay, at)
-    local s = next_seq()
+    local s = next_seq_short() -- the record's form; seq_member pads it
     task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
     local e = byp[p]
     if not e then
@@ -300,13 +300,13 @@ for i = first_task, #ARGV, TASK do
     end
     if ref == '' then
       q[#q + 1] = t_s
-      q[#q + 1] = s .. id
+      q[#q + 1] = seq_member(s, id)
     elseif pol == 'd' or pol == 't' then
       -- Written now, not with the others: a later publish of its key in this call may replace it.
-      redis.call('ZADD', k_pending(p, level), t_s, s .. id)
+      redis.call('ZADD', k_pending(p, level), t_s, seq_member(s, id))
     else
       q[#q + 1] = t_s
-      q[#q + 1] = s .. id
+      q[#q + 1] = seq_member(s, id)
       spawned(kt, ref)
     end
     added = added + 1

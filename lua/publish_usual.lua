@@ -27,7 +27,7 @@
 -- @include enqueue
 
 local now = now_ms()
-local now_s = int_now(now)
+local now_s = int(now)
 local window = ARGV[2] + 0
 local check = window >= 0
 if not check then window = -1 - window end
@@ -75,18 +75,18 @@ for i = 4, #ARGV + 1, 3 do
   end
   if id and not dup then
     kt = kt or k_task(id)
-    local s = n == 1 and seq_one() or next_seq()
+    local s = n == 1 and seq_one() or next_seq_short() -- the record's form; seq_member pads it
     if max == '0' then
       redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 'c', now_s)
     else
       redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 'c', now_s, 'm', max)
     end
     if not run_p then
-      run_p, run_m, run_n, run = p, s .. id, 1, nil
+      run_p, run_m, run_n, run = p, seq_member(s, id), 1, nil
     else
       if not run then run = {now_s, run_m} end
       run[#run + 1] = now_s
-      run[#run + 1] = s .. id
+      run[#run + 1] = seq_member(s, id)
       run_n = run_n + 1
     end
     if EVENTS_MAX then emit('published', id, 'p', p) end

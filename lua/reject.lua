@@ -54,7 +54,9 @@ local run, at, cut, gone = {}, {}, {}, {}
 -- whose byte order is the partition's order: priority desc, available-at asc, sequence asc.
 local function order_key(kt)
   local f = redis.call('HMGET', kt, 'r', 't', 's', 'c') -- no t: available when published, at c
-  return string.format('%010d%015d', 2147483647 - (tonumber(f[1]) or 0), tonumber(f[2] or f[4]) or 0) .. (f[3] or '')
+  local s = f[3] or '' -- the record's form (common.lua, next_seq_short), padded
+  return string.format('%010d%015d', 2147483647 - (tonumber(f[1]) or 0), tonumber(f[2] or f[4]) or 0) ..
+    string.rep('0', 20 - #s) .. s
 end
 
 local function read_run(p)
@@ -165,7 +167,7 @@ for i = 4, #ARGV, 7 do
       local g = redis.call('HMGET', kt, 'r', 's')
       g[1] = g[1] or '0'
       local kp = k_pending(p, g[1])
-      redis.call('ZREM', kp, g[2] .. id)
+      redis.call('ZREM', kp, string.rep('0', 20 - #g[2]) .. g[2] .. id) -- the sequence number padded
       if g[1] ~= '0' and redis.call('EXISTS', kp) == 0 then level_gone(p, g[1]) end
       stat('pending', -1)
       depth_add(p, -1)

@@ -9,7 +9,7 @@
 -- kept). window is the dedup window in ms (0: none). Returns one code per task: OK, STALE (the
 -- token is not the current lease's) or NOTFOUND.
 local function ack_tasks(now, window, keep, first, last)
-  local now_s = int_now(now) -- formatted once, not per acked id (see int)
+  local now_s = int(now) -- formatted once, not per acked id (see int)
   local res, parts, seen, done, keys, seen_id = {}, {}, {}, {}, {}, {}
   local acked = 0
   local dedup = {} -- score, id pairs for one variadic ZADD to dedup

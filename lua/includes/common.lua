@@ -102,8 +102,13 @@ end
 -- int formats an integral number as a decimal string. A Lua number passed to redis.call is
 -- formatted with "%.17g" (snprintf: about 2,400 instructions under callgrind, three times
 -- string.format's '%d'); the hot paths pass the numbers they send through int, reuse a string made
--- once per script, or write constants as strings ('0', '-1').
-local function int(n) return string.format('%d', n) end
+-- once per script, or write constants as strings ('0', '-1'). The clock now_ms read last it has
+-- as a string already (clock_s), and returns that.
+local clock_ms, clock_s
+local function int(n)
+  if n == clock_ms then return clock_s end
+  return string.format('%d', n)
+end
 
 -- The hot paths (publish, fetch, ack and the helpers they share) turn the numbers of replies and
 -- arguments (scores, counts, the clock) into Lua numbers by arithmetic, s + 0, which parses the
@@ -111,11 +116,10 @@ local function int(n) return string.format('%d', n) end
 -- 500 instructions each. A reply that may be missing (false) is tested first: s and s + 0.
 
 -- now_ms is the Redis server's clock: workers' clocks never decide what is due. The last reading
--- is kept for the counter's floor (seq_load), and as a decimal string for int_now. The string is
--- made from TIME's reply by cutting its microseconds (sent without leading zeros) to milliseconds,
--- and parsed once, rather than computing the number and formatting it (int: about 1,900
+-- is kept for the counter's floor (seq_load), and as a decimal string for int. The string is made
+-- from TIME's reply by cutting its microseconds (sent without leading zeros) to milliseconds, and
+-- parsed once, rather than computing the number and formatting it (string.format: about 1,900
 -- instructions).
-local clock_ms, clock_s
 local function now_ms()
   local t = redis.call('TIME')
   local us = t[2]
@@ -127,13 +131,6 @@ local function now_ms()
   end
   clock_ms = clock_s + 0
   return clock_ms
-end
-
--- int_now is int(now) for now, a time in ms that is usually the clock now_ms read last, whose
--- string it then returns.
-local function int_now(now)
-  if now == clock_ms then return clock_s end
-  return int(now)
 end
 
 -- The counter in K_SEQ is kept as a decimal string and split into a high part and a low part of
@@ -229,18 +226,37 @@ local function next_seq()
   return string.format('%05d%015d', seq_hi, seq_lo)
 end
 
--- seq_one is seq_reserve(1) and then next_seq, for a script that needs one value: INCRBY's reply is
--- the value, formatted at once when it is exact and above the clock floor (all but the first call
--- after the counter went back, or past 2^53); else next_seq's way. A later next_seq of the call
--- reserves again.
+-- A task's record keeps its sequence number without next_seq's leading zeros: Redis then stores
+-- it as an integer, 10 bytes instead of 22, which with the record's other fields keeps a usual
+-- task's record within a smaller allocation. next_seq_short hands out the next value so, at
+-- next_seq's cost, and seq_member builds a pending member from it. Whoever builds a pending member
+-- or an order key from a record pads its number back to 20 digits, string.rep('0', 20 - #s) .. s,
+-- written out rather than a helper: scripts near the embedded Redis's limit of locals include
+-- them (a record that holds the 20 digits reads the same).
+local function next_seq_short()
+  if not seq_hi then seq_load() end
+  seq_lo = seq_lo + 1
+  if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
+  if seq_hi < 9 then return string.format('%d', seq_hi * SEQ_SPLIT + seq_lo) end
+  return string.format('%d%015d', seq_hi, seq_lo)
+end
+
+local function seq_member(short, id)
+  return string.rep('0', 20 - #short) .. short .. id
+end
+
+-- seq_one is seq_reserve(1) and then next_seq_short, for a script that needs one value: INCRBY's
+-- reply is the value, formatted at once when it is exact and above the clock floor (all but the
+-- first call after the counter went back, or past 2^53); else next_seq_short's way. A later
+-- next_seq of the call reserves again.
 local function seq_one()
   seq_want = 1
   local v = redis.pcall('INCRBY', K_SEQ, '1')
   if type(v) == 'number' and v < SEQ_EXACT and v > (clock_ms or now_ms()) * SEQ_PER_MS then
-    return string.format('%020d', v)
+    return string.format('%d', v)
   end
   seq_load(v)
-  return next_seq()
+  return next_seq_short()
 end
 
 -- stat adds n to a counter of the stats hash. A publish counts its tasks once, in 'pub', which
@@ -687,7 +703,7 @@ local CONSUMERS_KEEP_MS, CONSUMERS_MAX = 3600000, 10000
 
 -- seen records that consumer fetched or extended at now; a consumer new to the set prunes it.
 local function seen_consumer(consumer, now)
-  if redis.call('ZADD', K_CONSUMERS, int_now(now), consumer) == 1 then
+  if redis.call('ZADD', K_CONSUMERS, int(now), consumer) == 1 then
     redis.call('ZREMRANGEBYSCORE', K_CONSUMERS, '-inf', '(' .. (now - CONSUMERS_KEEP_MS))
     redis.call('ZREMRANGEBYRANK', K_CONSUMERS, 0, -(CONSUMERS_MAX + 1))
   end

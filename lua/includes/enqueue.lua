@@ -12,11 +12,12 @@ local function is_duplicate(id, kt, window, now)
 end
 
 -- record_usual writes the record (kt) of a task at priority 0 with no headers, no outcome kept and
--- no hold: payload d, partition p, sequence number s, published at now_s, available at t_s, and
--- max attempts max ('0': unlimited). A pending task has no state field, a level-0 task no level
--- field, a task of unlimited attempts no max and a task available when it was published no
--- available-at (t; readers take c for it): absent means those, and every byte of a record counts when millions wait,
--- as does every field of an HSET (Redis grows the record with a realloc per field and value).
+-- no hold: payload d, partition p, sequence number s (as next_seq_short gives it), published at
+-- now_s, available at t_s, and max attempts max ('0': unlimited). A pending task has no state
+-- field, a level-0 task no level field, a task of unlimited attempts no max and a task available
+-- when it was published no available-at (t; readers take c for it): absent means those, and every
+-- byte of a record counts when millions wait, as does every field of an HSET (Redis grows the
+-- record with a realloc per field and value).
 local function record_usual(kt, d, p, s, t_s, now_s, max)
   if t_s == now_s then
     if max == '0' then

@@ -22,7 +22,7 @@ local function fetch_begin(now, n)
     fetch_paused = true
     return
   end
-  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', int_now(now), 'LIMIT', '0', int(math.max(64, 4 * n)))
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', int(now), 'LIMIT', '0', int(math.max(64, 4 * n)))
   for i = 1, #due do
     redis.call('ZREM', K_SCHED, due[i])
     if not redis.call('ZRANK', K_READY, due[i]) then ready_push(due[i]) end

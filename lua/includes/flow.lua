@@ -259,7 +259,8 @@ end
 -- its partition; an unordered one as if published now.
 local function unpark(id, kt, now)
   local f = redis.call('HMGET', kt, 'p', 'r', 's', 't', 'c')
-  local p, level, s, t = f[1], f[2] or '0', f[3], tonumber(f[4] or f[5]) -- no t: available at c
+  -- The record's sequence number padded (common.lua, next_seq_short); no t: available at c.
+  local p, level, s, t = f[1], f[2] or '0', f[3] and string.rep('0', 20 - #f[3]) .. f[3], tonumber(f[4] or f[5])
   if is_ordered(p) then
     if redis.call('HGET', k_meta(p), 'w') == id then meta_del(p, 'w') end
   else
@@ -530,7 +531,7 @@ local function task_cancel(id, reason, now)
   end
   local p, level = f[2], f[3] or '0'
   local kp = k_pending(p, level)
-  redis.call('ZREM', kp, f[4] .. id)
+  redis.call('ZREM', kp, string.rep('0', 20 - #f[4]) .. f[4] .. id) -- the sequence number padded
   if redis.call('EXISTS', kp) == 0 then level_gone(p, level) end
   depth_add(p, -1)
   head_is(p, false)
