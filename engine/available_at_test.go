@@ -58,25 +58,6 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		b.ack(ds...)
 	})
 
-	t.Run("reject", func(t *testing.T) {
-		a, bb := pair("!reject")
-		ds := b.fetch("r", 2)
-		if len(ds) != 2 || ds[0].ID != a {
-			t.Fatalf("fetched %v, want %s then %s", ds, a, bb)
-		}
-		// A reject of the first task takes back those after it in its run.
-		res, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: ds[0].Receipt()}})
-		if err != nil || res[0].Err != nil {
-			t.Fatal(res, err)
-		}
-		if errs, _ := b.eng.Ack(b.ctx, []Receipt{ds[1].Receipt()}); !errors.Is(errs[0], ErrStaleToken) {
-			t.Fatalf("ack of %s after the reject of %s: %v, want ErrStaleToken (taken back)", bb, a, errs)
-		}
-		if ids := b.drain("r"); !slices.Equal(ids, []string{a, bb}) {
-			t.Fatalf("after the reject: %v, want %s then %s", ids, a, bb)
-		}
-	})
-
 	// mixed publishes "<p>a" and "<p>b" in one call (one ms: their order is their sequence numbers)
 	// and gives b's record the 20 digits a requeue writes, where a's keeps the short form.
 	mixed := func(p partition.Key) (a, bb string) {
@@ -89,9 +70,11 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		return a, bb
 	}
 
-	t.Run("reject-mixed", func(t *testing.T) {
-		a, bb := mixed("!reject-mixed")
-		ds := b.fetch("rm", 2)
+	// rejectFirst publishes a and then bb to p with publish, leases both, rejects a, and checks that the reject took bb back (it
+	// comes after a in the partition's order) and that both are pending again, in order.
+	rejectFirst := func(t *testing.T, publish func(partition.Key) (string, string), p partition.Key) {
+		a, bb := publish(p)
+		ds := b.fetch("r", 2)
 		if len(ds) != 2 || ds[0].ID != a {
 			t.Fatalf("fetched %v, want %s then %s", ds, a, bb)
 		}
@@ -101,33 +84,16 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		if errs, _ := b.eng.Ack(b.ctx, []Receipt{ds[1].Receipt()}); !errors.Is(errs[0], ErrStaleToken) {
 			t.Fatalf("ack of %s after the reject of %s: %v, want ErrStaleToken (taken back)", bb, a, errs)
 		}
-		if ids := b.drain("rm"); !slices.Equal(ids, []string{a, bb}) {
+		if ids := b.drain("r"); !slices.Equal(ids, []string{a, bb}) {
 			t.Fatalf("after the reject: %v, want %s then %s", ids, a, bb)
 		}
-	})
+	}
 
-	t.Run("recover-mixed", func(t *testing.T) {
-		a, bb := mixed("!recover-mixed")
-		run, err := b.eng.Fetch(b.ctx, "xm", 2, shortLease)
-		if err != nil || len(run) != 2 || run[0].ID != a {
-			t.Fatalf("fetched %v %v, want %s then %s", run, err, a, bb)
-		}
-		b.expire(run)
-		if rec, err := b.eng.Recover(b.ctx); err != nil || rec.Returned != 2 {
-			t.Fatalf("recover %+v %v, want both back", rec, err)
-		}
-		for id, want := range map[string]int{a: 1, bb: 0} {
-			if info, err := b.eng.Task(b.ctx, id); err != nil || info.Attempts != want {
-				t.Fatalf("%s after the recovery: %d attempts (%v), want %d", id, info.Attempts, err, want)
-			}
-		}
-		if ids := b.drain("xm"); !slices.Equal(ids, []string{a, bb}) {
-			t.Fatalf("after the recovery: %v, want %s then %s", ids, a, bb)
-		}
-	})
-
-	t.Run("recover", func(t *testing.T) {
-		a, bb := pair("!recover")
+	// recoverRun publishes a and then bb to p with publish, leases both, lets the leases expire and recovers them: only the run's
+	// first task can have been under way, so a's attempt counts and bb's not; both are pending
+	// again, in order.
+	recoverRun := func(t *testing.T, publish func(partition.Key) (string, string), p partition.Key) {
+		a, bb := publish(p)
 		run, err := b.eng.Fetch(b.ctx, "x", 2, shortLease)
 		if err != nil || len(run) != 2 || run[0].ID != a {
 			t.Fatalf("fetched %v %v, want %s then %s", run, err, a, bb)
@@ -136,7 +102,6 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		if rec, err := b.eng.Recover(b.ctx); err != nil || rec.Returned != 2 {
 			t.Fatalf("recover %+v %v, want both back", rec, err)
 		}
-		// Only the run's first task can have been under way: its attempt counts, the other's not.
 		for id, want := range map[string]int{a: 1, bb: 0} {
 			if info, err := b.eng.Task(b.ctx, id); err != nil || info.Attempts != want {
 				t.Fatalf("%s after the recovery: %d attempts (%v), want %d", id, info.Attempts, err, want)
@@ -145,5 +110,10 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		if ids := b.drain("x"); !slices.Equal(ids, []string{a, bb}) {
 			t.Fatalf("after the recovery: %v, want %s then %s", ids, a, bb)
 		}
-	})
+	}
+
+	t.Run("reject", func(t *testing.T) { rejectFirst(t, pair, "!reject") })
+	t.Run("reject-mixed", func(t *testing.T) { rejectFirst(t, mixed, "!reject-mixed") })
+	t.Run("recover", func(t *testing.T) { recoverRun(t, pair, "!recover") })
+	t.Run("recover-mixed", func(t *testing.T) { recoverRun(t, mixed, "!recover-mixed") })
 }

@@ -181,7 +181,7 @@ if batches == 1 and #ARGV == first_task + TASK - 1 and task_level(ARGV[first_tas
     return {no}
   end
   local t, t_s = available_at(delay, at)
-  local s = next_seq_short() -- the record's form; seq_member pads it
+  local s = next_seq(true) -- the record's form; seq_member pads it
   task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
   if ref ~= '' and pol ~= 'd' and pol ~= 't' then spawned(kt, ref) end
   redis.call('ZADD', k_pending(p, '0'), t_s, seq_member(s, id))
@@ -274,7 +274,7 @@ for i = first_task, #ARGV, TASK do
     if no == DUPLICATE then dups = dups + 1 end
   else
     local t, t_s = available_at(delay, at)
-    local s = next_seq_short() -- the record's form; seq_member pads it
+    local s = next_seq(true) -- the record's form; seq_member pads it
     task_record(kt, p, s, t_s, ARGV[i + 2], ARGV[i + 3], level, max, outcome, hold)
     local e = byp[p]
     if not e then

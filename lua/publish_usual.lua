@@ -75,7 +75,7 @@ for i = 4, #ARGV + 1, 3 do
   end
   if id and not dup then
     kt = kt or k_task(id)
-    local s = n == 1 and seq_one() or next_seq_short() -- the record's form; seq_member pads it
+    local s = n == 1 and seq_one() or next_seq(true) -- the record's form; seq_member pads it
     if max == '0' then
       redis.call('HSET', kt, 'd', ARGV[i + 2], 'p', p, 's', s, 'c', now_s)
     else

@@ -78,7 +78,7 @@ for i = 1, #expired do
           -- The partition's order: priority desc, then available-at (t, else the publish time c),
           -- then sequence; as a string key comparable byte by byte (priorities are int32, times
           -- below 2^53, sequences 20 digits).
-          local s = f[3] or '' -- the record's form (common.lua, next_seq_short), padded
+          local s = f[3] or '' -- the record's form (common.lua, next_seq), padded
           local k = string.format('%011d%016d%s', 2147483648 - (tonumber(f[1]) or 0), tonumber(f[2] or f[4]) or 0,
             string.rep('0', 20 - #s) .. s)
           if not key or k < key then head, key = group[j], k end

@@ -54,7 +54,7 @@ local run, at, cut, gone = {}, {}, {}, {}
 -- whose byte order is the partition's order: priority desc, available-at asc, sequence asc.
 local function order_key(kt)
   local f = redis.call('HMGET', kt, 'r', 't', 's', 'c') -- no t: available when published, at c
-  local s = f[3] or '' -- the record's form (common.lua, next_seq_short), padded
+  local s = f[3] or '' -- the record's form (common.lua, next_seq), padded
   return string.format('%010d%015d', 2147483647 - (tonumber(f[1]) or 0), tonumber(f[2] or f[4]) or 0) ..
     string.rep('0', 20 - #s) .. s
 end

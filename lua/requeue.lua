@@ -33,7 +33,7 @@ for i = 2, #ARGV do
     if f[6] and redis.call('HGET', k_meta(p), 'h') == id then
       -- It holds its partition: it goes back to its own place, at the head, and the partition
       -- goes on from it, in order.
-      -- The record's sequence number padded (common.lua, next_seq_short); no t: available when
+      -- The record's sequence number padded (common.lua, next_seq); no t: available when
       -- published, at c.
       s, t = string.rep('0', 20 - #f[7]) .. f[7], tonumber(f[8] or f[10])
       meta_del(p, 'h')

@@ -25,7 +25,7 @@ for i = 2, #ARGV do
   if not f[1] then
     res[#res + 1] = NOTFOUND
   else
-    local s = f[3] or '' -- the record's form (common.lua, next_seq_short), padded for the member
+    local s = f[3] or '' -- the record's form (common.lua, next_seq), padded for the member
     local p, member = f[1], string.rep('0', 20 - #s) .. s .. id
     local kp = k_pending(p, f[2] or '0')
     local score = redis.call('ZSCORE', kp, member)

@@ -37,7 +37,7 @@ elseif f[3] == 's' .. name and f[2] ~= 'd' and redis.call('HEXISTS', K_LEASES, i
     if is_ordered(p) then
       meta_del(p, 'b')
     else
-      -- Its member: the record's sequence number padded (common.lua, next_seq_short), and its id.
+      -- Its member: the record's sequence number padded (common.lua, next_seq), and its id.
       redis.call('ZADD', k_pending(p, f[4] or '0'), 'XX', int(now), string.rep('0', 20 - #f[5]) .. f[5] .. id)
       redis.call('HSET', kt, 't', int(now))
       head_lower(p, now)

@@ -216,38 +216,30 @@ local function seq_load(v)
   seq_dirty = true
 end
 
-local function next_seq()
+-- A task's record keeps its sequence number without the leading zeros: Redis then stores it as
+-- an integer, 10 bytes instead of 22, which with the record's other fields keeps a usual task's
+-- record within a smaller allocation. next_seq(true) hands out the next value so, at the same
+-- cost, and seq_member builds a pending member from it. Whoever builds a pending member or an
+-- order key from a record pads its number back to 20 digits, string.rep('0', 20 - #s) .. s,
+-- written out rather than a helper: scripts near the embedded Redis's limit of locals include
+-- them (a record that holds the 20 digits reads the same).
+local function next_seq(short)
   if not seq_hi then seq_load() end
   seq_lo = seq_lo + 1
   if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
   -- One number to format is half the work of two: below 2^53 (until the year 2255, see seq_floor)
   -- the value is exact as one.
-  if seq_hi < 9 then return string.format('%020d', seq_hi * SEQ_SPLIT + seq_lo) end
-  return string.format('%05d%015d', seq_hi, seq_lo)
-end
-
--- A task's record keeps its sequence number without next_seq's leading zeros: Redis then stores
--- it as an integer, 10 bytes instead of 22, which with the record's other fields keeps a usual
--- task's record within a smaller allocation. next_seq_short hands out the next value so, at
--- next_seq's cost, and seq_member builds a pending member from it. Whoever builds a pending member
--- or an order key from a record pads its number back to 20 digits, string.rep('0', 20 - #s) .. s,
--- written out rather than a helper: scripts near the embedded Redis's limit of locals include
--- them (a record that holds the 20 digits reads the same).
-local function next_seq_short()
-  if not seq_hi then seq_load() end
-  seq_lo = seq_lo + 1
-  if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
-  if seq_hi < 9 then return string.format('%d', seq_hi * SEQ_SPLIT + seq_lo) end
-  return string.format('%d%015d', seq_hi, seq_lo)
+  if seq_hi < 9 then return string.format(short and '%d' or '%020d', seq_hi * SEQ_SPLIT + seq_lo) end
+  return string.format(short and '%d%015d' or '%05d%015d', seq_hi, seq_lo)
 end
 
 local function seq_member(short, id)
   return string.rep('0', 20 - #short) .. short .. id
 end
 
--- seq_one is seq_reserve(1) and then next_seq_short, for a script that needs one value: INCRBY's
+-- seq_one is seq_reserve(1) and then next_seq(true), for a script that needs one value: INCRBY's
 -- reply is the value, formatted at once when it is exact and above the clock floor (all but the
--- first call after the counter went back, or past 2^53); else next_seq_short's way. A later
+-- first call after the counter went back, or past 2^53); else next_seq(true)'s way. A later
 -- next_seq of the call reserves again.
 local function seq_one()
   seq_want = 1
@@ -256,7 +248,7 @@ local function seq_one()
     return string.format('%d', v)
   end
   seq_load(v)
-  return next_seq_short()
+  return next_seq(true)
 end
 
 -- stat adds n to a counter of the stats hash. A publish counts its tasks once, in 'pub', which

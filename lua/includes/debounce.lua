@@ -66,7 +66,7 @@ local function debounce_find(mode, ref, d, h, now, new)
   if not rec[1] then return add() end
   local p = rec[1]
   local kp = k_pending(p, rec[2] or '0')
-  local member = string.rep('0', 20 - #rec[3]) .. rec[3] .. id -- the sequence number padded (next_seq_short)
+  local member = string.rep('0', 20 - #rec[3]) .. rec[3] .. id -- the sequence number padded (next_seq)
   if not redis.call('ZSCORE', kp, member) then return add() end -- leased, ended or waiting
   local t_s = int(now + win)
   redis.call('ZADD', kp, t_s, member)

@@ -12,7 +12,7 @@ local function is_duplicate(id, kt, window, now)
 end
 
 -- record_usual writes the record (kt) of a task at priority 0 with no headers, no outcome kept and
--- no hold: payload d, partition p, sequence number s (as next_seq_short gives it), published at
+-- no hold: payload d, partition p, sequence number s (as next_seq(true) gives it), published at
 -- now_s, available at t_s, and max attempts max ('0': unlimited). A pending task has no state
 -- field, a level-0 task no level field, a task of unlimited attempts no max and a task available
 -- when it was published no available-at (t; readers take c for it): absent means those, and every

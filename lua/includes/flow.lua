@@ -259,7 +259,7 @@ end
 -- its partition; an unordered one as if published now.
 local function unpark(id, kt, now)
   local f = redis.call('HMGET', kt, 'p', 'r', 's', 't', 'c')
-  -- The record's sequence number padded (common.lua, next_seq_short); no t: available at c.
+  -- The record's sequence number padded (common.lua, next_seq); no t: available at c.
   local p, level, s, t = f[1], f[2] or '0', f[3] and string.rep('0', 20 - #f[3]) .. f[3], tonumber(f[4] or f[5])
   if is_ordered(p) then
     if redis.call('HGET', k_meta(p), 'w') == id then meta_del(p, 'w') end

@@ -58,7 +58,7 @@ end
 local function back(id, kt, p, now, delay)
   local f = redis.call('HMGET', kt, 'r', 's', 't', 'c')
   f[1] = f[1] or '0'
-  f[2] = string.rep('0', 20 - #f[2]) .. f[2] -- the sequence number padded (next_seq_short)
+  f[2] = string.rep('0', 20 - #f[2]) .. f[2] -- the sequence number padded (next_seq)
   local t = tonumber(f[3] or f[4]) -- no t: available when published, at c
   if is_ordered(p) then
     if delay > 0 then
