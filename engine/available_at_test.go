@@ -48,6 +48,11 @@ func TestRecordWithoutAvailableAt(t *testing.T) {
 		if info.EnqueuedAt.IsZero() || !info.AvailableAt.Equal(info.EnqueuedAt) {
 			t.Fatalf("%s: available at %v, enqueued at %v: want the same", bb, info.AvailableAt, info.EnqueuedAt)
 		}
+		// The record keeps the sequence number short; Task gives the 20 digits of the pending member.
+		members := b.client.ZRange(b.ctx, b.eng.Keys().Pending("!info", 0), 0, -1).Val()
+		if len(rec["s"]) >= seqDigits || !slices.Contains(members, info.Sequence+bb) {
+			t.Fatalf("%s: record s %q, Task.Sequence %q, pending members %v", bb, rec["s"], info.Sequence, members)
+		}
 		ds := b.fetch("c", 2)
 		if len(ds) != 2 || ds[0].ID != a || ds[1].ID != bb {
 			t.Fatalf("fetched %v, want %s then %s", ds, a, bb)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq/partition"
 )
 
@@ -215,6 +217,21 @@ func (b *bundle) normalState() map[string]string {
 		out[short] = v
 	}
 	return out
+}
+
+// TestUsualPublishWithMadeIDsPrunesTheDedupWindow: a usual publish whose ids Publish made checks no
+// id, but it still forgets the ids acked before the dedup window, as every publish does.
+func TestUsualPublishWithMadeIDsPrunesTheDedupWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{DedupWindow: time.Hour})
+	old := float64(b.serverNow().Add(-2 * time.Hour).UnixMilli())
+	if err := b.client.ZAdd(b.ctx, b.eng.Keys().Dedup(), redis.Z{Score: old, Member: "acked-long-ago"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(Message{Partition: "p", MaxAttempts: 25})
+	if n := b.client.ZCard(b.ctx, b.eng.Keys().Dedup()).Val(); n != 0 {
+		t.Fatalf("dedup set holds %d ids after the publish, want the one acked 2 h ago forgotten", n)
+	}
 }
 
 // TestUsualCall checks which merged calls publish_usual.lua takes: messages whose only option is a
