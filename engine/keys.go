@@ -147,5 +147,5 @@ func (k Keys) ScriptKeys() []string { return []string{k.base, k.Seq()} }
 // fixedKeys returns the queue's fixed keys in the order the scripts build them (lua.KeySuffixes).
 func (k Keys) fixedKeys() []string {
 	return []string{k.Ready(), k.Sched(), k.Inflight(), k.Dead(), k.Stats(), k.Seq(), k.Wake(), k.Dedup(), k.Ctl(),
-		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases()}
+		k.Depth(), k.Heads(), k.Consumers(), k.QueuePause(), k.PausedPartitions(), k.Leases(), k.Prio()}
 }

@@ -241,7 +241,7 @@ func TestScheduleKeysDistinct(t *testing.T) {
 	}
 	names := []string{"", "ons", "ondue", "x", ":", "cr:", "t:x", "due"}
 	seen := map[string]string{k.Schedules(): "crons", k.SchedulesDue(): "crondue"}
-	for _, s := range append(k.fixedKeys(), k.Prio()) {
+	for _, s := range k.fixedKeys() {
 		seen[s] = "fixed"
 	}
 	for _, n := range names {

@@ -9,9 +9,9 @@ import (
 // Every script is called with two keys, the queue's key base ("<prefix>:{<queue>}:") first and its
 // seq key (engine.Keys.ScriptKeys says why two): they route the call to the queue's slot on a
 // Cluster, and the scripts build their fixed keys from the base, as they build the per-partition
-// and per-task keys. Fifteen declared keys cost every call as much as a
+// and per-task keys. Declaring the sixteen fixed keys would cost every call about as much as a
 // whole publish of the seed library: the client formats and sends them, Redis parses them and
-// turns each into a Lua string. A script reads its keys as KEYS[1] to KEYS[15] (common.lua's
+// turns each into a Lua string. A script reads its keys as KEYS[1] to KEYS[16] (common.lua's
 // names for them are inlined as those entries, aliases.go), so the line
 //
 //	-- @keys
@@ -23,7 +23,7 @@ import (
 // KeySuffixes are the fixed keys of a queue, in the order of KEYS: each is the key base followed by
 // the suffix. engine.Keys builds the same names for Go callers.
 var KeySuffixes = []string{"ready", "sched", "inflight", "dead", "stats", "seq", "wake", "dedup", "ctl",
-	"depth", "heads", "consumers", "qpause", "ppause", "leases"}
+	"depth", "heads", "consumers", "qpause", "ppause", "leases", "prio"}
 
 var keysLine = regexp.MustCompile(`(?m)^-- @keys[ \t]*\n`)
 

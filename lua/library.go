@@ -21,6 +21,12 @@ import (
 //     so each call starts from the state a fresh EVAL starts from: a top-level
 //     "local a, b = x, y" is declared once at the library's top level and assigned in init, a
 //     "local a" without a value is set to nil there, anything else runs there as it is;
+//   - a constant, a one-line "local NAMES = literals" whose names are upper case and whose values
+//     are number or quoted string literals, keeps its line at the library's top level and is not
+//     assigned again by init: no script assigns a constant (Library fails when one does), so its
+//     value is the same at every call, and assigning it cost every call its instructions;
+//   - a line of an include that ends with "-- @eval-only" is left out: it is there for EVAL alone
+//     (Functions always replicate a call's effects, so redis.replicate_commands has nothing to do);
 //   - each script's own code becomes the body of its function, srq_<hash>_<script>, in place;
 //   - the key names of common.lua are replaced by the KEYS entries they name (aliases.go), which
 //     keeps the upvalues of each function under Lua's limit of 60.
@@ -33,6 +39,14 @@ import (
 // stateLine is a top-level "local" statement of an include other than a helper: its names, then
 // what follows them (an "= values" and/or a comment), if anything.
 var stateLine = regexp.MustCompile(`^local ([A-Za-z_][A-Za-z0-9_]*(?:,[ \t]*[A-Za-z_][A-Za-z0-9_]*)*)[ \t]*(=.*|--.*)?$`)
+
+// constLine is a constant (see Library): a one-line local of upper-case names set to number or
+// quoted string literals (no comma or quote inside a string), with an optional comment.
+var constLine = regexp.MustCompile(`^local ([A-Z][A-Z0-9_]*(?:, [A-Z][A-Z0-9_]*)*) = ` +
+	`(-?[0-9]+|'[^',]*')(?:, (?:-?[0-9]+|'[^',]*'))*[ \t]*(?:--.*)?$`)
+
+// evalOnly marks a line that the library leaves out (see Library).
+var evalOnly = regexp.MustCompile(`(?m)^.*-- @eval-only[ \t]*\n`)
 
 // libraryPlaceholder stands for the library's name while its hash is computed.
 const libraryPlaceholder = "SRQ_LIBRARY_NAME"
@@ -94,6 +108,7 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 	b.WriteString(keysetFunction())
 	locals := 5
 	declared := map[string]string{}
+	var constants []string         // the names of each constant line, as it lists them
 	stateless := map[string]bool{} // includes with no state: no init function, no call of one
 	for _, inc := range order {
 		var init strings.Builder
@@ -104,7 +119,7 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 				b.WriteString(c.text)
 				continue
 			}
-			names, stmt, err := stateText(c.text)
+			names, consts, stmt, err := stateText(evalOnly.ReplaceAllString(c.text, ""))
 			if err != nil {
 				return "", "", fmt.Errorf("lua: include %q: %w", inc, err)
 			}
@@ -118,6 +133,12 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 				// Declared before the helpers that follow, which may capture them.
 				b.WriteString("local " + strings.Join(names, ", ") + "\n")
 				locals += len(names)
+			}
+			for _, line := range consts {
+				list := constLine.FindStringSubmatch(strings.TrimRight(line, "\r\n"))[1]
+				constants = append(constants, list)
+				b.WriteString(line)
+				locals += strings.Count(list, ",") + 1
 			}
 			init.WriteString(stmt)
 		}
@@ -152,6 +173,9 @@ func Library(flags func(script string) []string) (name, code string, err error) 
 		b.WriteString("\nend}\n")
 	}
 	code = replaceWords(b.String(), entries)
+	if err := constantsKept(code, constants); err != nil {
+		return "", "", err
+	}
 	name = "srq_" + SHA1(code)[:16]
 	return name, strings.ReplaceAll(code, libraryPlaceholder, name), nil
 }
@@ -190,8 +214,9 @@ func indexOf(list []string, s string) int {
 // stateText turns a chunk of an include that is not a helper into the statements that set its
 // state at the start of a call: each top-level "local names = values" line loses its "local", a
 // "local names" without values becomes "names = nil"; it returns the names so declared. A
-// statement of several lines keeps its other lines as they are.
-func stateText(text string) (names []string, stmt string, err error) {
+// statement of several lines keeps its other lines as they are. A constant line (constLine) is
+// returned as it is, in consts, and adds nothing to names or stmt.
+func stateText(text string) (names, consts []string, stmt string, err error) {
 	var b strings.Builder
 	for _, line := range strings.SplitAfter(text, "\n") {
 		body := strings.TrimRight(line, "\r\n")
@@ -199,9 +224,13 @@ func stateText(text string) (names []string, stmt string, err error) {
 			b.WriteString(line)
 			continue
 		}
+		if constLine.MatchString(body) {
+			consts = append(consts, body+"\n")
+			continue
+		}
 		m := stateLine.FindStringSubmatch(body)
 		if m == nil {
-			return nil, "", fmt.Errorf("top-level line %q is neither a helper nor a plain local", body)
+			return nil, nil, "", fmt.Errorf("top-level line %q is neither a helper nor a plain local", body)
 		}
 		for _, n := range strings.Split(m[1], ",") {
 			names = append(names, strings.TrimSpace(n))
@@ -212,5 +241,23 @@ func stateText(text string) (names []string, stmt string, err error) {
 		}
 		b.WriteString(m[1] + " " + rest + line[len(body):])
 	}
-	return names, b.String(), nil
+	return names, consts, b.String(), nil
+}
+
+// constantsKept fails when code assigns one of the constants after its declaration, the first
+// line that names it: the library sets a constant once, when it is loaded. An assignment is a
+// statement at the start of a line, or after then, do, else or a semicolon.
+func constantsKept(code string, lists []string) error {
+	for _, list := range lists {
+		for _, n := range strings.Split(list, ", ") {
+			assign := regexp.MustCompile(`(?m)(?:^[ \t]*|\b(?:then|do|else)[ \t]+|;[ \t]*)(?:local[ \t]+)?` +
+				`(?:[A-Za-z_][A-Za-z0-9_]*[ \t]*,[ \t]*)*` + n + `(?:[ \t]*,[ \t]*[A-Za-z_][A-Za-z0-9_]*)*[ \t]*=[^=]`)
+			locs := assign.FindAllStringIndex(code, 2)
+			if len(locs) > 1 {
+				line := strings.Count(code[:locs[1][0]], "\n") + 1
+				return fmt.Errorf("lua: the library assigns the constant %s again (line %d)", n, line)
+			}
+		}
+	}
+	return nil
 }

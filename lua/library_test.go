@@ -65,13 +65,21 @@ func TestStateText(t *testing.T) {
 		{"local OK, NO =\n  0, 1\n", "OK, NO =\n  0, 1\n", []string{"OK", "NO"}},
 		{"if x then\n  local y = 2\nend\n", "if x then\n  local y = 2\nend\n", nil},
 		{"-- a comment\nlocal t = {}\n", "-- a comment\nt = {}\n", []string{"t"}},
+		{"local A, B = 1, 'b' -- constants\nlocal c = 2\n", "c = 2\n", []string{"c"}},
+		{"local A = {'0'}\n", "A = {'0'}\n", []string{"A"}},       // a table: state, made per call
+		{"local A = B .. 'x'\n", "A = B .. 'x'\n", []string{"A"}}, // not a literal
+		{"local Ab = 1\n", "Ab = 1\n", []string{"Ab"}},            // not upper case
 	} {
-		names, out, err := stateText(c.in)
+		names, _, out, err := stateText(c.in)
 		if err != nil || out != c.out || !slices.Equal(names, c.names) {
 			t.Errorf("stateText(%q) = %v, %q, %v; want %v, %q", c.in, names, out, err, c.names, c.out)
 		}
 	}
-	if _, _, err := stateText("local x.y = 1\n"); err == nil {
+	if _, consts, _, _ := stateText("local A, B = 1, -2\nlocal C = '' -- none\n"); !slices.Equal(consts,
+		[]string{"local A, B = 1, -2\n", "local C = '' -- none\n"}) {
+		t.Errorf("constants: got %q", consts)
+	}
+	if _, _, _, err := stateText("local x.y = 1\n"); err == nil {
 		t.Error("want an error for a local line that does not parse")
 	}
 }
@@ -102,5 +110,57 @@ func TestMergeOrder(t *testing.T) {
 	}
 	if _, err := mergeOrder([]string{"a", "b"}, []string{"b", "a"}); err == nil {
 		t.Error("want an error for includes in two orders")
+	}
+}
+
+func TestConstantsKept(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		code string
+		ok   bool
+	}{
+		{"local A, B = 1, 2\nif A == B then return {x = A, B = 3} end\nlocal t = {from = A, d = d}\n", true},
+		{"local A = 1\nA = 2\n", false},
+		{"local A, B = 1, 2\n  x, B = 3, 4\n", false},
+		{"local A = 1\nif x then A = 2 end\n", false},
+		{"local A = 1\nlocal y = 2; A = 3\n", false},
+		{"local A = 1\nlocal A = 2\n", false},
+	} {
+		if err := constantsKept(c.code, []string{strings.Split(strings.TrimPrefix(c.code, "local "), " =")[0]}); (err == nil) != c.ok {
+			t.Errorf("constantsKept(%q) = %v, want ok %v", c.code, err, c.ok)
+		}
+	}
+}
+
+// The library sets its constants once, at its top level, and leaves out the lines marked for EVAL
+// alone; the scripts EVAL runs keep both as they are.
+func TestLibraryConstantsAndEvalOnly(t *testing.T) {
+	t.Parallel()
+	_, code, err := Library(func(string) []string { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(code, "replicate_commands") {
+		t.Error("the library calls redis.replicate_commands")
+	}
+	i := strings.Index(code, "local function init_common()")
+	if i < 0 {
+		t.Fatal("no init_common")
+	}
+	init := code[i : i+strings.Index(code[i:], "\nend\n")]
+	for _, c := range []string{"local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD = 0, 1, 2, 3, 4, 5\n", "local SEQ_SPLIT = 1000000000000000\n"} {
+		if !strings.Contains(code[:i], c) {
+			t.Errorf("the library's top level lacks %q", c)
+		}
+		if name := strings.Fields(c)[1]; regexp.MustCompile(`\b` + strings.TrimSuffix(name, ",") + `\b`).MatchString(init) {
+			t.Errorf("init_common assigns %s", name)
+		}
+	}
+	src, err := Source("publish")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(src, "redis.replicate_commands()") || !strings.Contains(src, "local SEQ_SPLIT = 1000000000000000") {
+		t.Error("the EVAL script lost a line the library treats differently")
 	}
 }

@@ -21,17 +21,18 @@
 --   KEYS[15] leases  HASH   the lease of every leased task: task id -> fencing token (20 digits),
 --                           't' (tracked in its partition's held set) or 'u' (upper case when the
 --                           task's end is recorded), then the consumer id
+--   KEYS[16] prio    SET    partitions with pending tasks at a priority other than 0 (see levels_of)
 -- ARGV[1] is the key base "<prefix>:{<queue>}:"; per-task and per-partition keys are built from it
 -- and share the queue's hash tag. The variable part (id or partition) always ends the key, after a
 -- fixed kind marker, so no id or partition can make two keys collide.
 
-if redis.replicate_commands then redis.replicate_commands() end
+if redis.replicate_commands then redis.replicate_commands() end -- @eval-only
 
 -- @keys
 local K_READY, K_SCHED, K_INFLIGHT, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATS, K_SEQ, K_WAKE, K_DEDUP, K_CTL = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_DEPTH, K_HEADS, K_CONSUMERS, K_QPAUSE, K_PPAUSE = KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]
-local K_LEASES = KEYS[15]
+local K_LEASES, K_PRIO = KEYS[15], KEYS[16]
 local BASE = ARGV[1]
 -- ARGV[1] may carry, after the key base, the most entries the queue's event stream keeps (see
 -- emit): "<prefix>:{<queue>}:<n>". The base ends at the first "}:", as no prefix or queue name
@@ -45,17 +46,14 @@ end
 
 -- Result codes; engine/errors.go maps them to Go errors. LEVELS: a publish or requeue would give a
 -- partition more than MAX_LEVELS priorities; REFUSED: a message of a publish batch refused whole.
-local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD, CONFLICT, ABORTED, CANCELLED, FINISHED, LEVELS, REFUSED =
-  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+local OK, STALE, NOTFOUND, DUPLICATE, NOTDEAD, DEAD = 0, 1, 2, 3, 4, 5
+local CONFLICT, ABORTED, CANCELLED, FINISHED, LEVELS, REFUSED = 6, 7, 8, 9, 10, 11
 
 local function k_task(id) return BASE .. 't:' .. id end
 local function k_meta(p) return BASE .. 'm:' .. p end
 local function k_levels(p) return BASE .. 'r:' .. p end
 local function k_pending(p, level) return BASE .. 'q:' .. level .. ':' .. p end
 local function k_held(p) return BASE .. 'l:' .. p end
--- K_PRIO is built here rather than passed in KEYS: it shares the queue's hash tag like the
--- per-partition keys, and keeping KEYS fixed keeps every caller's argument list unchanged.
-local K_PRIO = BASE .. 'prio'
 -- k_halted is the ZSET of the ordered partitions held by a dead letter, scored by the ms they were
 -- held (settle.lua's bury).
 local function k_halted() return BASE .. 'halted' end
@@ -124,7 +122,9 @@ local function now_ms()
   local t = redis.call('TIME')
   local us = t[2]
   local k = #us
-  if k > 3 then
+  if k == 6 then -- 100,000 µs or more: nine calls in ten
+    clock_s = t[1] .. string.sub(us, 1, 3)
+  elseif k > 3 then
     clock_s = t[1] .. string.sub('00', k - 3) .. string.sub(us, 1, k - 3)
   else
     clock_s = t[1] .. '000'
@@ -234,6 +234,9 @@ local function next_seq(short)
 end
 
 local function seq_member(short, id)
+  -- 16 digits, the usual width from the clock floor (ms × 1000) until the year 2286, takes no
+  -- string.rep, a C call.
+  if #short == 16 then return '0000' .. short .. id end
   return string.rep('0', 20 - #short) .. short .. id
 end
 
