@@ -50,7 +50,7 @@ var workloads = []workload{
 	{name: "publish100-one", about: "batches of 100, all in one partition", calls: 40, unit: "steps", run: publishOver(100, 1)},
 	{name: "publish100", about: "batches of 100, 100 partitions", calls: 40, unit: "steps", run: publishWorkload(100)},
 	// What a script's helper definitions cost per call: defs-<script> less defs-none.
-	{name: "defs-none", about: "return 1 with the scripts' 15 keys and key base, the bare call", calls: 400, unit: "calls", run: definitionsWorkload(""), modeless: true},
+	{name: "defs-none", about: "return 1 with the scripts' 2 keys and key base, the bare call", calls: 400, unit: "calls", run: definitionsWorkload(""), modeless: true},
 	{name: "defs-publish", about: "publish.lua's prologue (lua.Prologue), then return 1", calls: 400, unit: "calls", run: definitionsWorkload("publish"), modeless: true},
 	{name: "defs-ack", about: "ack.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("ack"), modeless: true},
 	{name: "defs-fetch", about: "fetch.lua's prologue, then return 1", calls: 400, unit: "calls", run: definitionsWorkload("fetch"), modeless: true},
@@ -321,7 +321,7 @@ func measured(calls, tasksPerCall int, step func() error, control func(string) e
 
 // definitionsWorkload calls the prologue of script name (lua.Prologue: its header and includes
 // with the helpers it keeps, without its own code) followed by "return 1", or "return 1" alone
-// for name "", with the 15 keys and the key base every srq script gets. The count is what a call
+// for name "", with the 2 keys and the key base every srq script gets. The count is what a call
 // costs before the script's own code runs: the call itself, and for a prologue the top-level
 // statements and the helpers' closures, made anew on every call.
 func definitionsWorkload(name string) runFunc {
