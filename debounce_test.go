@@ -228,6 +228,8 @@ func TestDebounceRefusalsOfQueue(t *testing.T) {
 		{Debounce: &srq.Debounce{Window: time.Second}},
 		{Debounce: &srq.Debounce{Key: "k"}},
 		{Debounce: &srq.Debounce{Key: "k", Window: 8 * 24 * time.Hour}},
+		{Debounce: &srq.Debounce{Key: "k", Window: 1500 * time.Microsecond}},
+		{Debounce: &srq.Debounce{Key: "k", Window: time.Second + time.Nanosecond}},
 		{Debounce: &srq.Debounce{Key: "k", Window: time.Second, Mode: srq.Throttle + 1}},
 	} {
 		if _, err := q.Publish(ctx, "x", &o); !errors.Is(err, srq.ErrInvalid) {

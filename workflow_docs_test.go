@@ -1202,47 +1202,62 @@ func TestWorkflowWaitAfterAFailedChildEndsAtOnce(t *testing.T) {
 // goes on with the task behind it.
 func TestWorkflowCancelWaitingTaskReleasesItsPartition(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	q, _ := newQueue[string](t, srq.QueueConfig{})
-	ran := make(chan string, 4)
-	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
-		ran <- t.Value
-		if t.Value == "first" {
-			return srq.WaitSignal("go", 0)
-		}
-		return nil
-	}), srq.WorkerConfig{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := srq.PublishOpts{Partition: "acct", Ordered: true, KeepResult: time.Hour}
-	res, err := q.PublishBatch(ctx, []srq.Message[string]{{Value: "first", Opts: opts}, {Value: "second", Opts: opts}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
-	waitFor(t, "the first task to wait", func() bool {
-		ti, err := q.Engine().Task(ctx, res[0].ID)
-		return err == nil && ti.State == "waiting"
-	})
-	if err := q.Cancel(ctx, res[0].ID); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for len(got) < 2 {
-		select {
-		case v := <-ran:
-			got = append(got, v)
-		case <-ctx.Done():
-			t.Fatalf("ran %v: the partition did not go on after the cancel", got)
-		}
-	}
-	if _, err := q.Signal(ctx, res[0].ID, "go", ""); !errors.Is(err, srq.ErrNotFound) {
-		t.Errorf("Signal to the cancelled task: %v, want ErrNotFound", err)
-	}
-	var failed *srq.TaskFailedError
-	if _, err := srq.ResultOf[string](ctx, q, res[0].ID); !errors.As(err, &failed) || failed.State != "cancelled" {
-		t.Errorf("the cancelled task's outcome: %v, want cancelled", err)
+	for _, c := range []struct {
+		name  string
+		wait  func() error
+		state engine.State // of the waiting task
+	}{
+		{"signal", func() error { return srq.WaitSignal("go", 0) }, engine.StateWaiting},
+		{"signal with a timeout", func() error { return srq.WaitSignal("go", time.Hour) }, engine.StatePending},
+		{"sleep", func() error { return srq.Sleep(time.Hour) }, engine.StatePending},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			q, _ := newQueue[string](t, srq.QueueConfig{})
+			ran := make(chan string, 4)
+			w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+				ran <- t.Value
+				if t.Value == "first" {
+					return c.wait()
+				}
+				return nil
+			}), srq.WorkerConfig{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := srq.PublishOpts{Partition: "acct", Ordered: true, KeepResult: time.Hour}
+			res, err := q.PublishBatch(ctx, []srq.Message[string]{{Value: "first", Opts: opts}, {Value: "second", Opts: opts}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runWorker(t, w)
+			if v := <-ran; v != "first" {
+				t.Fatalf("ran %q first", v)
+			}
+			waitFor(t, "the first task to wait", func() bool {
+				ti, err := q.Engine().Task(ctx, res[0].ID)
+				return err == nil && ti.State == c.state
+			})
+			if err := q.Cancel(ctx, res[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case v := <-ran:
+				if v != "second" {
+					t.Fatalf("ran %q after the cancel, want second", v)
+				}
+			case <-ctx.Done():
+				t.Fatal("the partition did not go on after the cancel")
+			}
+			if _, err := q.Signal(ctx, res[0].ID, "go", ""); !errors.Is(err, srq.ErrNotFound) {
+				t.Errorf("Signal to the cancelled task: %v, want ErrNotFound", err)
+			}
+			var failed *srq.TaskFailedError
+			if _, err := srq.ResultOf[string](ctx, q, res[0].ID); !errors.As(err, &failed) || failed.State != "cancelled" {
+				t.Errorf("the cancelled task's outcome: %v, want cancelled", err)
+			}
+		})
 	}
 }
 

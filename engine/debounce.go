@@ -65,6 +65,8 @@ func validDebounce(m *Message) error {
 		return fmt.Errorf("debounce key %q is not valid UTF-8", d.Key)
 	case d.Window < time.Millisecond || d.Window > MaxDebounceWindow:
 		return fmt.Errorf("debounce window %v is outside [1ms, %v]", d.Window, MaxDebounceWindow)
+	case d.Window%time.Millisecond != 0:
+		return fmt.Errorf("debounce window %v is not a whole number of milliseconds", d.Window)
 	case d.Mode != DebounceReplace && d.Mode != Throttle:
 		return fmt.Errorf("unknown debounce mode %d", d.Mode)
 	case m.ID != "":

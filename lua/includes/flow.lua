@@ -511,7 +511,7 @@ end
 -- and the partition the caller must place (a task that left pending), if any.
 local function task_cancel(id, reason, now)
   local kt = k_task(id)
-  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 's')
+  local f = redis.call('HMGET', kt, 'S', 'p', 'r', 's', 'W')
   if not f[2] then
     if redis.call('EXISTS', k_outcome(id)) == 1 then return FINISHED end
     return NOTFOUND
@@ -539,6 +539,12 @@ local function task_cancel(id, reason, now)
   task_end(id, kt, 'cancelled', nil, reason, 0, now)
   redis.call('DEL', kt)
   stat('cancelled', 1)
+  if f[5] and is_ordered(p) then
+    -- A task that sleeps or waits for a signal until a time blocks its ordered partition until
+    -- then (settle's back): cancelled, it holds it no more, as a signal would end the block.
+    local _, _, blocked = meta(p)
+    if blocked then meta_del(p, 'b') end
+  end
   return OK, p
 end
 
