@@ -27,7 +27,7 @@ type Stats struct {
 	// not counted in Rejected or TakenBack.
 	HandedBack int64
 	// Waiting is the flow steps waiting for their parents and the tasks parked for their children
-	// or a signal (dynamic workflows), none counted in Pending; Cancelled
+	// or a signal without a timeout (dynamic workflows), none counted in Pending; Cancelled
 	// counts the tasks cancelled since the queue was created.
 	Waiting, Cancelled int64
 	// FlowsStarted, FlowsCompleted and FlowsFailed count the flows whose home is this queue (their

@@ -84,7 +84,7 @@ type Stats struct {
 	// out nothing until the dead letter is requeued or deleted, or the partition resumed.
 	HeldPartitions int64 `json:"held_partitions"`
 	// Waiting counts flow steps waiting for their parents and tasks parked for their children or a
-	// signal; they are not counted in Pending.
+	// signal without a timeout; they are not counted in Pending.
 	Waiting int64 `json:"waiting"`
 	// RunningFlows counts the flows whose home is the queue with steps still to run; EndedFlows
 	// those whose steps all ended, kept for their retention (Flows lists both).

@@ -37,7 +37,7 @@ const (
 	MetricQueuePartitionsPaused    = "srq.queue.partitions.paused"    // gauge: paused partitions
 	MetricQueueEvents              = "srq.queue.events"               // counter: task transitions, by srq.event
 	MetricQueuePartitionsHeld      = "srq.queue.partitions.held"      // gauge: ordered partitions held by a dead letter
-	MetricQueueWaiting             = "srq.queue.waiting"              // gauge: flow steps waiting for their parents, and tasks parked for their children or a signal
+	MetricQueueWaiting             = "srq.queue.waiting"              // gauge: flow steps waiting for their parents, and tasks parked for their children or a signal without a timeout
 	MetricQueueFlowsRunning        = "srq.queue.flows.running"        // gauge: flows whose home is the queue still running
 	MetricQueueFlows               = "srq.queue.flows"                // counter: flows started, completed, failed, by srq.flow.event
 	MetricQueueSchedulesOverdue    = "srq.queue.schedules.overdue"    // gauge: active schedules whose next tick is past its grace
@@ -146,7 +146,7 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 	pBlocked := gauge(MetricQueuePartitionsBlocked, "{partition}", "Partitions with pending tasks held by a lease, a concurrency limit or a pause.")
 	pPaused := gauge(MetricQueuePartitionsPaused, "{partition}", "Paused partitions.")
 	pHeld := gauge(MetricQueuePartitionsHeld, "{partition}", "Ordered partitions held by a dead letter.")
-	waiting := gauge(MetricQueueWaiting, "{task}", "Flow steps waiting for their parents, and tasks parked for their children or a signal.")
+	waiting := gauge(MetricQueueWaiting, "{task}", "Flow steps waiting for their parents, and tasks parked for their children or a signal without a timeout.")
 	flowsRunning := gauge(MetricQueueFlowsRunning, "{flow}", "Flows whose first step is in the queue that are still running.")
 	overdue := gauge(MetricQueueSchedulesOverdue, "{schedule}",
 		"Active schedules whose next tick is more than their grace in the past: no worker fires them.")
