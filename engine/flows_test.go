@@ -114,9 +114,21 @@ func TestFlowInvalid(t *testing.T) {
 		"slash":         {b.step("a/b")},
 		"twice":         {b.step("a"), b.step("b", "a", "a")},
 		"bad last step": {b.step("a"), b.step("b", "a"), {Name: "c", Engine: b.eng, Message: Message{Delay: -time.Second}}},
+		"long name":     {b.step(strings.Repeat("n", MaxStepNameLen+1))},
 	}
+	other, err := New(b.server.Client(t), Config{Queue: b.eng.cfg.Queue + "-other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases["another client"] = []FlowStep{b.step("a"), {Name: "b", Engine: other, Message: Message{Payload: []byte("b")},
+		After: []FlowEdge{{Parent: "a"}}}}
+	cases["id too long"] = []FlowStep{b.step("a")}
 	for name, steps := range cases {
-		_, err := PublishFlow(b.ctx, &FlowSpec{ID: "f-" + strings.ReplaceAll(name, " ", "-"), Steps: steps})
+		id := "f-" + strings.ReplaceAll(name, " ", "-")
+		if name == "id too long" {
+			id = strings.Repeat("f", MaxIDLen-1) // with "/a", a task id one byte too long
+		}
+		_, err := PublishFlow(b.ctx, &FlowSpec{ID: id, Steps: steps})
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
@@ -130,6 +142,11 @@ func TestFlowInvalid(t *testing.T) {
 	}
 	if keys, _ := b.client.Keys(b.ctx, b.eng.keys.Base()+"*").Result(); len(keys) != 0 {
 		t.Fatalf("an invalid flow wrote %v", keys)
+	}
+	// At the limits: a step name of MaxStepNameLen bytes, a task id of MaxIDLen.
+	long := strings.Repeat("n", MaxStepNameLen)
+	if _, err := PublishFlow(b.ctx, &FlowSpec{ID: strings.Repeat("f", MaxIDLen-1-len(long)), Steps: []FlowStep{b.step(long)}}); err != nil {
+		t.Errorf("a flow at the limits: %v", err)
 	}
 }
 

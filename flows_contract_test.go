@@ -1,0 +1,75 @@
+package srq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
+)
+
+// A flow a step of which has a task id that exists already fails with ErrFlowConflict and writes
+// nothing.
+func TestFlowStepIDTaken(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	if _, err := q.Publish(ctx, "x", &srq.PublishOpts{ID: "f/b"}); err != nil {
+		t.Fatal(err)
+	}
+	a := q.Step("a", "a", nil)
+	b := q.Step("b", "b", nil).After(a)
+	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "f", Steps: []*srq.Step{a, b}}); !errors.Is(err, srq.ErrFlowConflict) {
+		t.Fatalf("PublishFlow: %v, want ErrFlowConflict", err)
+	}
+	if _, err := q.Flow(ctx, "f"); !errors.Is(err, srq.ErrNotFound) {
+		t.Errorf("the flow was written: %v", err)
+	}
+	if _, err := q.Engine().Task(ctx, "f/a"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("its first step was written: %v", err)
+	}
+}
+
+// A released step is available after its Delay, counted from its release, or at its At.
+func TestFlowReleasedStepDelayAndAt(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	at := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
+	a := q.Step("a", "a", nil)
+	delayed := q.Step("delayed", "d", &srq.PublishOpts{Delay: time.Hour}).After(a)
+	timed := q.Step("timed", "t", &srq.PublishOpts{At: at}).After(a)
+	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "f", Steps: []*srq.Step{a, delayed, timed}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { return nil }),
+		srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "the steps' release", func() bool {
+		ti, err := q.Engine().Task(ctx, "f/timed")
+		return err == nil && ti.State == engine.StatePending
+	})
+	stop()
+	d, err := q.Engine().Task(ctx, "f/delayed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Released after it was published (EnqueuedAt), and before now: 1 h after the release.
+	if d.State != engine.StatePending || d.AvailableAt.Before(d.EnqueuedAt.Add(time.Hour)) ||
+		d.AvailableAt.After(time.Now().Add(time.Hour+time.Second)) {
+		t.Errorf("the delayed step: %s, available at %v, published at %v; want pending, 1h after its release",
+			d.State, d.AvailableAt, d.EnqueuedAt)
+	}
+	ti, err := q.Engine().Task(ctx, "f/timed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ti.AvailableAt.Equal(at) {
+		t.Errorf("the timed step is available at %v, want %v", ti.AvailableAt, at)
+	}
+}
