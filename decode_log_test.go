@@ -65,6 +65,9 @@ func TestDecodeFailureLoggedOnce(t *testing.T) {
 	if rec.Level != slog.LevelError || logtest.Attr(rec, "codec") != "msgpack" {
 		t.Fatalf("%s %q codec=%v; want Error with codec=msgpack", rec.Level, rec.Message, logtest.Attr(rec, "codec"))
 	}
+	if id := fmt.Sprint(logtest.Attr(rec, "task")); id != "0" && id != "1" && id != "2" {
+		t.Fatalf("the log line names task %q, want one of the three", id)
+	}
 	if err, _ := logtest.Attr(rec, "err").(error); err == nil {
 		t.Fatalf("no decode error in %v", rec)
 	}
