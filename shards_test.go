@@ -207,6 +207,16 @@ func TestShardCountIsFixed(t *testing.T) {
 	if _, err := w.RunOnce(ctx); !errors.Is(err, srq.ErrShardCount) {
 		t.Fatalf("RunOnce with the wrong shard count: %v, want ErrShardCount", err)
 	}
+	// A worker of several queues registers them all first, and fails the same way.
+	other, _ := newQueue[int](t, srq.QueueConfig{})
+	handler := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil })
+	multi, err := srq.NewWorkerOf(srq.WorkerConfig{Logger: quiet}, srq.Serve(other, handler, nil), srq.Serve(q2, handler, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := multi.Run(runCtx); !errors.Is(err, srq.ErrShardCount) {
+		t.Fatalf("NewWorkerOf's Run with the wrong shard count: %v, want ErrShardCount", err)
+	}
 	st, err := q3.Stats(ctx)
 	if err != nil || st.Published != 1 {
 		t.Fatalf("stats %+v, %v: the refused publish wrote something", st, err)

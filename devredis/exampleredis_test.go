@@ -31,6 +31,12 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%q): %+v, %v; want addr %s db %d", tc.url, opt, err, tc.addr, tc.db)
 		}
 	}
+	if opt, err := devredis.ParseURL("rediss://localhost:6380"); err != nil || opt.TLSConfig == nil || opt.Addr != "localhost:6380" {
+		t.Errorf("ParseURL(rediss://localhost:6380): %+v, %v; want TLS to localhost:6380", opt, err)
+	}
+	if opt, err := devredis.ParseURL("redis://localhost:6380"); err != nil || opt.TLSConfig != nil {
+		t.Errorf("ParseURL(redis://localhost:6380): %+v, %v; want no TLS", opt, err)
+	}
 	for _, bad := range []string{
 		"redis://alice:s3cr%zz@localhost:6379/0", // an invalid escape in the password
 		"redis://alice:s3cret@localhost:port/0",  // an invalid port
