@@ -19,9 +19,9 @@ import (
 func TestMain(m *testing.M) { redistest.Main(m) }
 
 // TestExamplesStopOnSIGINT builds every program under examples/, runs each against a Redis of its
-// own (REDIS_URL), sends it SIGINT once it has written keys, and checks that it exits 0 and leaves
-// no key behind: it stops its workers (and schedulers) and deletes its queues (and schedules). The
-// schedule example runs for seconds, so the signal always lands while it runs, and it must say it
+// own (REDIS_URL), sends it SIGINT (the schedule example SIGTERM too, in a run of its own) once it
+// has written keys, and checks that it exits 0 and leaves no key behind: it stops its workers (and
+// schedulers) and deletes its queues (and schedules). The schedule example runs for seconds, so the signal always lands while it runs, and it must say it
 // was interrupted; the others may have finished by then, which must leave no key either.
 func TestExamplesStopOnSIGINT(t *testing.T) {
 	if testing.Short() {
@@ -47,8 +47,19 @@ func TestExamplesStopOnSIGINT(t *testing.T) {
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	type run struct {
+		name, test string
+		sig        os.Signal
+	}
+	var runs []run
 	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
+		runs = append(runs, run{name, name, syscall.SIGINT})
+	}
+	// SIGTERM too, to the example that always runs long enough for the signal to land.
+	runs = append(runs, run{"schedule", "schedule-SIGTERM", syscall.SIGTERM})
+	for _, r := range runs {
+		name, sig := r.name, r.sig
+		t.Run(r.test, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
 			c := srv.Client(t)
@@ -84,18 +95,18 @@ func TestExamplesStopOnSIGINT(t *testing.T) {
 				}
 			}
 			if !ended {
-				if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				if err := cmd.Process.Signal(sig); err != nil {
 					t.Fatal(err)
 				}
 				select {
 				case runErr = <-exited:
 				case <-ctx.Done():
 					_ = cmd.Process.Kill()
-					t.Fatalf("did not exit within 2 minutes of SIGINT:\n%s", out.String())
+					t.Fatalf("did not exit within 2 minutes of %v:\n%s", sig, out.String())
 				}
 			}
 			if runErr != nil {
-				t.Fatalf("%v after SIGINT:\n%s", runErr, out.String())
+				t.Fatalf("%v after %v:\n%s", runErr, sig, out.String())
 			}
 			interrupted := strings.Contains(out.String(), "interrupted: stopped and cleaned up")
 			t.Logf("interrupted while it ran: %v", interrupted)
