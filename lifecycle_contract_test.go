@@ -251,3 +251,33 @@ func TestEventsFromNowRecoveredAndPurged(t *testing.T) {
 		t.Error("a reader from now on read an event written before it started")
 	}
 }
+
+// The outcome of a task published to be waited for is kept for at least 10 minutes, also when
+// neither the message nor the queue asks to keep it.
+func TestWaitedForOutcomeKeptTenMinutes(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[string](t, srq.QueueConfig{})
+	w, err := srq.NewWorker(q, srq.ResultHandlerFunc[string, string](func(_ context.Context, t *srq.Task[string]) (string, error) {
+		return "r-" + t.Value, nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	before := time.Now()
+	res, err := srq.PublishAndWait[string](ctx, q, "x", &srq.PublishOpts{ID: "w"})
+	if err != nil || res != "r-x" {
+		t.Fatalf("PublishAndWait: %q, %v", res, err)
+	}
+	end, err := c.ZScore(ctx, q.Engine().Keys().Outcomes(), "w").Result()
+	if err != nil {
+		t.Fatalf("the outcome's retention: %v", err)
+	}
+	if kept := time.UnixMilli(int64(end)).Sub(before); kept < engine.MinWaitKeep || kept > engine.MinWaitKeep+time.Minute {
+		t.Fatalf("the outcome is kept %v after the publish, want 10 minutes", kept)
+	}
+	if got, err := srq.ResultOf[string](ctx, q, "w"); err != nil || got != "r-x" {
+		t.Fatalf("ResultOf after the wait: %q, %v", got, err)
+	}
+}
