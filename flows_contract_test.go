@@ -3,6 +3,9 @@ package srq_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +74,53 @@ func TestFlowReleasedStepDelayAndAt(t *testing.T) {
 	}
 	if !ti.AvailableAt.Equal(at) {
 		t.Errorf("the timed step is available at %v, want %v", ti.AvailableAt, at)
+	}
+}
+
+// The stream of a flow's home queue tells its moves: started, failed (a step died), running again
+// (that step was requeued), completed.
+func TestFlowEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{Events: 1000})
+	var failed atomic.Bool
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(_ context.Context, t *srq.Task[string]) error {
+		if t.Step() == "a" && failed.CompareAndSwap(false, true) {
+			return srq.Permanent(errors.New("first run fails"))
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := q.Step("a", "a", nil)
+	b := q.Step("b", "b", nil).After(a)
+	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "f", Steps: []*srq.Step{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	waitFor(t, "step a's dead letter", func() bool { st, err := q.Stats(ctx); return err == nil && st.Dead == 1 })
+	if n, err := q.Requeue(ctx, "f/a"); err != nil || n != 1 {
+		t.Fatalf("Requeue: %d, %v", n, err)
+	}
+	var got []string
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for ev, err := range q.Events(rctx, "0") {
+		if err != nil {
+			t.Fatalf("events %v: %v", got, err)
+		}
+		if strings.HasPrefix(string(ev.Kind), "flow_") {
+			if ev.ID != "f" {
+				t.Errorf("%s names %q, want the flow's id", ev.Kind, ev.ID)
+			}
+			got = append(got, string(ev.Kind))
+		}
+		if ev.Kind == "flow_completed" {
+			break
+		}
+	}
+	if want := []string{"flow_started", "flow_failed", "flow_running", "flow_completed"}; !slices.Equal(got, want) {
+		t.Fatalf("flow events %v, want %v", got, want)
 	}
 }
