@@ -28,7 +28,8 @@ type SchedulerConfig struct {
 	// again; it sleeps until the next schedule it knows of is due, so this bounds only how late
 	// it sees a schedule created or changed meanwhile. Default 1s.
 	PollInterval time.Duration
-	// QueuesRefresh is how often the queues and their shard counts are looked up again.
+	// QueuesRefresh is how often the queues, their shard counts and the size of their event
+	// streams (QueueConfig.Events, as the queue announced it in Redis) are looked up again.
 	// Default 10s.
 	QueuesRefresh time.Duration
 	// Logger receives what the scheduler does: each tick published (Debug), ticks missed (Warn),
@@ -125,7 +126,7 @@ func (s *Scheduler) fire(ctx context.Context) (time.Duration, []engine.FiredTick
 	return wait, fired, errors.Join(errs...)
 }
 
-// refresh looks up the queues and their shard counts.
+// refresh looks up the queues, their shard counts and their event streams.
 func (s *Scheduler) refresh(ctx context.Context) error {
 	var names []string
 	counts := map[string]int{}
@@ -161,7 +162,7 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 	for _, name := range names {
 		q := queueEngines{name: name}
 		for i := range counts[name] {
-			e, err := engine.New(s.client, engine.Config{Queue: engine.ShardQueue(name, counts[name], i), Prefix: s.cfg.Prefix})
+			e, err := s.shardEngine(ctx, engine.ShardQueue(name, counts[name], i))
 			if err != nil {
 				return err
 			}
@@ -171,4 +172,25 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 	}
 	s.engines, s.refreshed, s.missing = engines, time.Now(), missing
 	return nil
+}
+
+// shardEngine returns an engine of the queue (shard) named queue that writes the queue's events
+// when the queue keeps an event stream: the scheduler does not know the queue's QueueConfig, so it
+// reads the stream's size the queue announced in Redis (engine.AnnouncedEvents), and a tick's task
+// writes its published event as a publish of the queue's own does.
+func (s *Scheduler) shardEngine(ctx context.Context, queue string) (*engine.Engine, error) {
+	cfg := engine.Config{Queue: queue, Prefix: s.cfg.Prefix}
+	e, err := engine.New(s.client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, err := engine.AnnouncedEvents(ctx, s.client, e.Keys())
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return e, nil
+	}
+	cfg.Events = n
+	return engine.New(s.client, cfg)
 }

@@ -497,12 +497,13 @@ func (e *Engine) scheduleTx(ctx context.Context, name string, retries int,
 // MinScheduleEvery, or a task or flow that Publish or PublishFlow would refuse; and with the
 // context's or Redis's error, after which the schedule may or may not be written.
 func (e *Engine) PutSchedule(ctx context.Context, def *ScheduleDef) (ScheduleInfo, error) {
-	return e.putSchedule(ctx, def, 0)
+	return e.putSchedule(ctx, def, nil)
 }
 
-// putSchedule is PutSchedule for a schedule whose ticks up to notBefore were published elsewhere
-// (another shard held it).
-func (e *Engine) putSchedule(ctx context.Context, def *ScheduleDef, notBefore int64) (ScheduleInfo, error) {
+// putSchedule is PutSchedule for a schedule that moved from another shard, whose record there was
+// moved (nil: none): the schedule keeps its state (mergeMoved), and its ticks up to moved's last
+// tick, published there, are not published here.
+func (e *Engine) putSchedule(ctx context.Context, def *ScheduleDef, moved *schedRecord) (ScheduleInfo, error) {
 	s, err := e.checkSchedule(def)
 	if err != nil {
 		return ScheduleInfo{}, err
@@ -514,13 +515,24 @@ func (e *Engine) putSchedule(ctx context.Context, def *ScheduleDef, notBefore in
 	raw := mustJSON(s)
 	var out ScheduleInfo
 	_, err = e.scheduleTx(ctx, def.Name, 10, func(r *schedRecord, now int64) (func(redis.Pipeliner), error) {
-		nr := &schedRecord{created: now, last: notBefore}
-		if r != nil {
+		// r is reread on every try of the transaction: merge into a copy, never into moved itself.
+		var nr *schedRecord
+		switch {
+		case r != nil && moved != nil:
+			nr = mergeMoved(r, moved) // with r's pending flow ticks: they were claimed here
+		case r != nil:
 			nr = r
+		case moved != nil:
+			m := *moved
+			nr = &m
+		default:
+			nr = &schedRecord{created: now}
 		}
 		old := nr.def
 		nr.def, nr.raw, nr.updated = *s, raw, now
-		if r == nil || r.next == 0 || old.Cron != s.Cron || old.TZ != s.TZ || old.Every != s.Every {
+		// A moved schedule starts after its last tick on either shard, so neither publishes a
+		// tick the other did.
+		if r == nil || moved != nil || nr.next == 0 || old.Cron != s.Cron || old.TZ != s.TZ || old.Every != s.Every {
 			nr.next = t.next(max(now, nr.last))
 		}
 		out = nr.info(def.Name)
