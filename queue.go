@@ -250,7 +250,8 @@ const (
 	// ContinuePartition runs the partition's next task: the dead letter waits apart.
 	ContinuePartition DeadLetterPolicy = iota + 1
 	// HoldPartition holds the partition: its other tasks wait, in order, until the dead letter is
-	// requeued (it goes back to its own place, the head, and runs first), deleted (purged, or
+	// requeued (it goes back to its own place in the partition's order, so it runs first unless a
+	// task of a higher priority or an earlier available-at came meanwhile), deleted (purged, or
 	// dropped by the dead-letter caps), or the partition is resumed (inspect). For ledgers: event
 	// n+1 never runs after event n failed for good. The partition shows as held, with the dead
 	// task's id and error, in inspect, the CLI and the dashboard.
