@@ -76,14 +76,31 @@ func (s *shardSet) register(ctx context.Context) error {
 }
 
 // publish publishes msgs, each to its partition's shard: one round trip per shard involved, run
-// at once. The batch is validated whole first, so an invalid message writes nothing anywhere.
-// Across shards a publish is not atomic: when one shard fails, the others may have written their
-// part. Ids are generated here, before the split, so the caller can publish the same batch again
-// and have the written part reported as duplicates.
+// at once. What can be checked without Redis is checked for the whole batch first, so a batch
+// refused by it writes nothing anywhere: each message, the priority levels the batch alone gives a
+// partition, and the size of each shard's part (engine.MaxBatch). Each shard's part is then
+// written whole or not at all, but across shards a publish is not atomic: when one shard's part is
+// refused (ErrTooManyPriorities, which only Redis can tell, as the partition's pending tasks take
+// levels too) or its call fails, the other shards may have written theirs. Messages without an id
+// get one here; only messages with ids of their own can be published again to find out what was
+// written (as duplicates), since a failed publish returns no ids.
 func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]PublishResult, error) {
-	// Validated before registering, so a refused batch leaves no trace in Redis.
+	// Checked before registering, so a refused batch leaves no trace in Redis.
 	if err := s.engines[0].Validate(msgs); err != nil {
 		return nil, err
+	}
+	byShard := make([][]int, len(s.engines))
+	for i := range msgs {
+		k := engine.ShardOf(msgs[i].Partition, len(s.engines))
+		byShard[k] = append(byShard[k], i)
+	}
+	for k, idx := range byShard {
+		// A part over the limit would be refused by its shard's engine after the other shards
+		// had written theirs.
+		if len(idx) > engine.MaxBatch {
+			return nil, fmt.Errorf("%w: %d messages of the batch go to shard %d, over the limit of %d per call (engine.MaxBatch); nothing of the batch was written",
+				ErrInvalid, len(idx), k, engine.MaxBatch)
+		}
 	}
 	if err := s.register(ctx); err != nil {
 		return nil, err
@@ -91,15 +108,12 @@ func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]Publis
 	if len(s.engines) == 1 {
 		return s.engines[0].Publish(ctx, msgs)
 	}
-	byShard := make([][]int, len(s.engines))
 	own := make([]engine.Message, len(msgs))
 	for i := range msgs {
 		own[i] = msgs[i]
 		if own[i].ID == "" && own[i].Debounce == nil { // a debounced message takes no id
 			own[i].ID = engine.NewID()
 		}
-		k := engine.ShardOf(own[i].Partition, len(s.engines))
-		byShard[k] = append(byShard[k], i)
 	}
 	out := make([]PublishResult, len(msgs))
 	g, gctx := errgroup.WithContext(ctx)
@@ -114,7 +128,10 @@ func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]Publis
 			}
 			res, err := s.engines[k].Publish(gctx, part)
 			if err != nil {
-				return fmt.Errorf("srq: publish to shard %d: %w", k, err)
+				// The part of this shard was not written (or, after a lost reply, may have
+				// been); the other shards' parts may have been.
+				return fmt.Errorf("srq: publish to shard %d, whose part of the batch is %d of its messages (a message number below counts in that part; the other shards' parts may have been written): %w",
+					k, len(idx), err)
 			}
 			for j, i := range idx {
 				out[i] = res[j]

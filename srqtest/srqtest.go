@@ -14,19 +14,22 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/engine"
 )
 
 // NewRedis returns a client for one test, closed when tb ends: the server REDIS_URL names when it
 // is set (tests sharing it must use queue names of their own), else an embedded, in-process Redis
-// of the test's own.
+// of the test's own. REDIS_URL is read as devredis.Connect reads it: a URL go-redis's ParseURL
+// reads, or a bare host:port; one that does not parse fails tb.
 func NewRedis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	var opt *redis.Options
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		var err error
-		if opt, err = redis.ParseURL(url); err != nil {
-			tb.Fatalf("srqtest: REDIS_URL: %v", err)
+		// devredis's reading, so that one REDIS_URL serves the examples and the tests alike.
+		if opt, err = devredis.ParseURL(url); err != nil {
+			tb.Fatalf("srqtest: %v", err)
 		}
 	} else {
 		m := miniredis.NewMiniRedis()
