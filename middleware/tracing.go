@@ -65,10 +65,11 @@ func Tracing(cfg OTelConfig) srq.Middleware {
 			if fid := d.FlowID(); fid != "" {
 				opts = append(opts, trace.WithAttributes(keyFlowID.String(fid), keyFlowStep.String(d.Step())))
 			}
-			ctx = prop.Extract(ctx, propagation.MapCarrier(d.Headers))
+			// The parent is the span context the headers carry, or none: the span the worker was
+			// started in (ctx's) is dropped before extracting, so that a task published without
+			// trace context starts its own trace rather than joining it.
+			ctx = prop.Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), propagation.MapCarrier(d.Headers))
 			if !trace.SpanContextFromContext(ctx).IsValid() {
-				// A task published without trace context starts its own trace rather than joining
-				// whatever span the worker was started in.
 				opts = append(opts, trace.WithNewRoot())
 			}
 			ctx, span := tracer.Start(ctx, "process "+d.Queue, opts...)
@@ -120,7 +121,10 @@ func outcome(ctx context.Context, d *srq.Delivery, err error) string {
 // hand-back are not.
 func failed(out string) bool { return out == "retry" || out == "dead" }
 
-// errorType is the error.type attribute: the kind of failure srq saw.
+// errorType is the error.type attribute: the kind of failure srq saw. A panic is "panic"; an
+// error that wraps context.DeadlineExceeded is "timeout" before anything that wraps it: Retry,
+// outside Timeout, turns a handler cut off by its deadline into srq.RejectWithDelay (or
+// srq.Permanent when it gives up), and that is still a timeout.
 func errorType(err error) string {
 	var pan *srq.PanicError
 	var perm *srq.PermanentError
@@ -128,12 +132,12 @@ func errorType(err error) string {
 	switch {
 	case errors.As(err, &pan):
 		return "panic"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
 	case errors.As(err, &perm):
 		return "permanent"
 	case errors.As(err, &rej):
 		return "rejected"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
 	}
 	return "_OTHER"
 }
