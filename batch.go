@@ -134,7 +134,8 @@ func (bc BatchConfig) withDefaults() (BatchConfig, error) {
 
 // NewBatchWorker returns a worker that runs h over q's tasks in batches, as bc says. Concurrency
 // is how many batches run at once; the worker holds up to Concurrency + Prefetch tasks, running
-// or gathered into batches (BatchConfig.MaxSize says what Prefetch 0 means then). Everything else
+// or gathered into batches, and besides them the tasks that wait for their ack
+// (BatchConfig.MaxSize says what Prefetch 0 means then). Everything else
 // works as for NewWorker; cfg's middleware wraps each task of a batch (see docs/batches.md). It
 // fails with ErrInvalid for a nil or zero queue, a nil handler, a bad BatchConfig (MaxSize or
 // MaxWait negative, MaxSize over what the worker holds), or an invalid configuration.

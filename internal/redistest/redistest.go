@@ -38,6 +38,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/srqueue/srq/devredis"
 )
 
 // Kinds of Server.
@@ -67,7 +69,7 @@ type Server struct {
 // Options returns go-redis options for s.
 func (s *Server) Options() *redis.Options {
 	if s.Kind == KindURL {
-		opt, err := redis.ParseURL(s.URL)
+		opt, err := devredis.ParseURL(s.URL) // as the README says REDIS_URL is read: host:port too
 		if err == nil {
 			return opt
 		}
@@ -303,7 +305,7 @@ func Shared(tb testing.TB) *Server {
 func startShared() (*Server, error) {
 	b := chosen()
 	if url := os.Getenv("REDIS_URL"); url != "" && !b.forced {
-		opt, err := redis.ParseURL(url)
+		opt, err := devredis.ParseURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
