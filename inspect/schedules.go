@@ -14,7 +14,8 @@ import (
 type Schedule struct {
 	Name  string `json:"name"`
 	Shard int    `json:"shard"`
-	// Cron and TimeZone, or Every, say when it ticks.
+	// Cron and TimeZone, or Every, say when it ticks. TimeZone is the IANA zone Cron is read in,
+	// "UTC" for a schedule that set none, and "" for a schedule of Every.
 	Cron     string        `json:"cron,omitempty"`
 	TimeZone string        `json:"time_zone,omitempty"`
 	Every    time.Duration `json:"every_ns,omitempty"`
@@ -51,6 +52,9 @@ func scheduleOf(in engine.ScheduleInfo, engs []*engine.Engine) Schedule {
 		Every: in.Every, Jitter: in.Jitter, CatchUp: in.CatchUp, Grace: in.Grace, Kind: "task", Paused: in.Paused,
 		Next: in.Next, LastTick: in.LastTick, LastFired: in.LastFired, Fired: in.Fired, Missed: in.Missed,
 		Overdue: in.Overdue(), Created: in.Created, Updated: in.Updated}
+	if s.Cron != "" && s.TimeZone == "" {
+		s.TimeZone = "UTC"
+	}
 	if in.Task != nil {
 		s.Partition = in.Task.Partition
 	}

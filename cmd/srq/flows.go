@@ -146,6 +146,14 @@ func (c *cli) events(args []string) error {
 	if err := c.needQueue(); err != nil {
 		return err
 	}
+	// On a sharded queue every line names its event's shard, shard 0 included. An unknown queue
+	// is left to Events, which says so.
+	sharded := false
+	if n, err := engine.QueueShards(c.ctx, c.client, c.opts.prefix, c.opts.queue); err == nil {
+		sharded = n > 1
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return c.explain(err)
+	}
 	q := inspect.EventQuery{Limit: *limit, Last: *from == ""}
 	switch *from {
 	case "0":
@@ -170,7 +178,7 @@ func (c *cli) events(args []string) error {
 			noted = true
 		}
 		for _, ev := range page.Events {
-			if err := c.printEvent(ev); err != nil {
+			if err := c.printEvent(ev, sharded); err != nil {
 				return err
 			}
 		}
@@ -197,17 +205,19 @@ func (c *cli) stopFollowing(fs *flag.FlagSet, after string) error {
 	return nil
 }
 
-// printEvent writes one event as a line: JSON with --json, else its time, kind, id and details.
-func (c *cli) printEvent(ev inspect.Event) error {
+// printEvent writes one event as a line: JSON with --json, else its time, kind, id and details,
+// its shard among them when sharded (the queue has more than one).
+func (c *cli) printEvent(ev inspect.Event, sharded bool) error {
 	if c.opts.json {
 		return c.emitJSONLine(ev)
 	}
-	_, err := fmt.Fprintln(c.stdout, eventLine(ev))
+	_, err := fmt.Fprintln(c.stdout, eventLine(ev, sharded))
 	return err
 }
 
-// eventLine is an event as events prints it: time (ms, UTC), kind, id, then the details it has.
-func eventLine(ev inspect.Event) string {
+// eventLine is an event as events prints it: time (ms, UTC), kind, id, then the details it has,
+// and shard= when sharded.
+func eventLine(ev inspect.Event, sharded bool) string {
 	parts := []string{ev.Time.UTC().Format("2006-01-02T15:04:05.000Z"), fmt.Sprintf("%-14s", show(ev.Kind)), show(ev.ID)}
 	if ev.Partition != "" {
 		parts = append(parts, "partition="+partName(ev.Partition))
@@ -227,7 +237,7 @@ func eventLine(ev inspect.Event) string {
 	if ev.Progress != "" {
 		parts = append(parts, "progress="+escapeText(oneLine(string(ev.Progress), 200)))
 	}
-	if ev.Shard > 0 {
+	if sharded {
 		parts = append(parts, "shard="+strconv.Itoa(ev.Shard))
 	}
 	if ev.Error != "" {

@@ -60,7 +60,8 @@ Commands:
   flows                        the queue's running flows, newest first: --ended, --offset N, --limit N
   events                       the newest --limit events (default 20), or those after --from P (0: the oldest;
                                now: none before); --follow keeps printing them as they come
-  queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers)
+  queue delete <name>          delete a queue: every key of it and its registry entry (--force: even with live workers,
+                               or the keys left of a queue that is not registered)
 ` + scheduleUsage + `  watch                        refresh stats every --interval, with rates; --count N stops after N
   web                          serve the web dashboard and /metrics: --addr (default 127.0.0.1:8080),
                                --read-only, --user with $SRQ_WEB_PASSWORD or --password-file F (basic auth),
@@ -261,10 +262,18 @@ func (c *cli) dispatch(args []string) error {
 	return f(rest)
 }
 
-// flags returns a FlagSet for command name with the shared flags registered.
+// flags returns a FlagSet for command name with the shared flags registered. On --help, and
+// after a mistyped flag, it writes the command's flags to stderr; the flag package's own line for
+// a mistake is dropped: main says it once, after "srq: ".
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("srq "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(c.stderr, "Usage of %s:\n", fs.Name())
+		fs.SetOutput(c.stderr)
+		defer fs.SetOutput(io.Discard)
+		fs.PrintDefaults()
+	}
 	c.opts.register(fs)
 	return fs
 }
@@ -565,6 +574,9 @@ func (c *cli) inflight(args []string) error {
 	if err := checkLimit(limit); err != nil {
 		return err
 	}
+	if *offset < 0 || *offset > inspect.MaxOffset-limit {
+		return usagef("--offset %d is outside [0, %d]", *offset, inspect.MaxOffset-limit)
+	}
 	if err := c.needQueue(); err != nil {
 		return err
 	}
@@ -582,8 +594,9 @@ func (c *cli) inflight(args []string) error {
 	if c.opts.json {
 		return c.emitJSON(ts)
 	}
+	// The hint names only a page the Inspector serves: offset+limit at most inspect.MaxOffset.
 	next := ""
-	if more {
+	if more && *offset+2*limit <= inspect.MaxOffset {
 		next = c.again(fs, map[string]string{"offset": strconv.Itoa(*offset + limit), "limit": strconv.Itoa(limit)})
 	}
 	return printInFlight(c.stdout, ts, next)

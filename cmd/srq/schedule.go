@@ -24,7 +24,8 @@ type ScheduleActionJSON struct {
 	Schedule string `json:"schedule"`
 	// ID is the id of the task (or flow) a trigger published.
 	ID string `json:"id,omitempty"`
-	// Existed says whether a deleted schedule existed.
+	// Existed says whether a deleted schedule existed; when it did not, srq exits with 1 after
+	// printing it.
 	Existed *bool `json:"existed,omitempty"`
 }
 
@@ -129,7 +130,14 @@ func (c *cli) scheduleAction(verb string) func([]string) error {
 			ok, err = c.in.DeleteSchedule(c.ctx, c.opts.queue, name)
 			out.Existed = &ok
 			if err == nil && !ok {
-				return fmt.Errorf("queue %q has no schedule %q; 'srq schedule list' lists them", c.opts.queue, name)
+				// Nothing to delete: with --json the object says so (existed: false), then the error.
+				missing := fmt.Errorf("queue %q has no schedule %q; 'srq schedule list' lists them", c.opts.queue, name)
+				if c.opts.json {
+					if err := c.emitJSON(out); err != nil {
+						return err
+					}
+				}
+				return missing
 			}
 		}
 		if err != nil {
