@@ -496,7 +496,8 @@ func TestContractFailedPublishCounted(t *testing.T) {
 	if _, err := q.PublishBatch(expired, batch); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("publish with an expired context: %v", err)
 	}
-	closed := redis.NewClient(k.client.Options())
+	opts := *k.client.Options()
+	closed := redis.NewClient(&opts)
 	_ = closed.Close()
 	qc := k.queue(t, closed, name)
 	if _, err := qc.PublishBatch(context.Background(), batch[:2]); err == nil {
