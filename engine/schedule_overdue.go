@@ -26,8 +26,8 @@ const MaxOverdueLook = 1000
 // OverdueSchedules counts the schedules of e that are overdue (ScheduleInfo.Overdue) and returns
 // their names, earliest due first. It reads the due index (crondue) for the schedules due more
 // than MinScheduleGrace ago, the only ones that can be overdue, and the records of at most
-// MaxOverdueLook of them: two round trips, O(log n + candidates), nothing for a queue whose
-// schedules are all fired in time. more says there were more candidates than it looked at, so the
+// MaxOverdueLook of them: the server's clock, the index and, only when some schedule is a
+// candidate, the records: two or three round trips, O(log n + candidates). more says there were more candidates than it looked at, so the
 // count is a lower bound. It fails with the context's or Redis's error.
 func (e *Engine) OverdueSchedules(ctx context.Context) (names []string, more bool, err error) {
 	clock, err := e.client.Time(ctx).Result()

@@ -78,8 +78,8 @@ type Metrics struct {
 
 // NewMetrics builds the endpoint over in. It fails with an error wrapping engine.ErrInvalid for a
 // nil inspector or a negative timeout, and with OpenTelemetry's error when the exporter or an
-// instrument cannot be created or registered (such as a Registry that already holds the srq
-// metrics).
+// instrument cannot be created or registered. A Registry another endpoint already serves the srq
+// metrics from is not refused: give each endpoint a Registry of its own (docs/metrics.md).
 func NewMetrics(in *inspect.Inspector, cfg MetricsConfig) (*Metrics, error) {
 	if in == nil {
 		return nil, fmt.Errorf("srq web: %w: nil inspector", engine.ErrInvalid)
