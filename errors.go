@@ -25,8 +25,8 @@ var (
 	ErrLeaseLost = errors.New("srq: the task's lease was lost")
 	// ErrShutdown is the cause of a handler's context ending because the worker shut down and the
 	// handler did not finish within the shutdown timeout. The task is handed back, not counted as
-	// an attempt, whatever error the handler returns then; only nil (acked) and Permanent
-	// (dead-lettered) are applied as usual.
+	// an attempt, whatever error the handler returns then, except a Permanent one, which
+	// dead-letters the task as usual; a handler that returns nil then has its task acked.
 	ErrShutdown = errors.New("srq: worker shut down")
 	// ErrReplyLost is wrapped by the error of a call whose reply was lost (a read timeout, a
 	// broken connection): it was sent and may have run, whole or not at all. srq never sends such

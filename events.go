@@ -19,7 +19,11 @@ type Event struct {
 	engine.Event
 	// Shard is the shard whose stream holds the event; 0 on a queue of one shard.
 	Shard int
-	// Cursor resumes reading right after this event: pass it to Events as from.
+	// Cursor resumes reading right after this event: pass it to Events as from, and the events
+	// come that follow this one, on every shard. It holds one stream id ("<ms>-<n>") per shard,
+	// joined by commas: this event's on its shard, and on the others the last one read before
+	// this event was yielded (on a shard with none read yet, its newest event when reading
+	// started from "", or "0-0" from "0").
 	Cursor string
 }
 
@@ -27,8 +31,9 @@ type Event struct {
 const eventsRead = 100
 
 // Events returns an iterator over q's events, oldest first, from from: "" for those written from
-// now on, "0" for the oldest the stream keeps, or an Event's Cursor to resume right after it (as
-// after a restart of the reader). It waits in Redis for new events, and ends when ctx does or the
+// now on (after the newest event each shard's stream holds when the iteration starts), "0" for the
+// oldest the stream keeps, or an Event's Cursor to resume right after it (as after a restart of
+// the reader), on a sharded queue too. It waits in Redis for new events, and ends when ctx does or the
 // loop breaks. A failed read yields its error with a zero Event; the iteration goes on, resuming
 // where it was, after a pause (up to 5s, growing), unless the loop breaks: a reader rides out a
 // disconnect or a Redis restart without a gap, as far as the stream kept the events (it keeps
@@ -50,18 +55,29 @@ func (q *Queue[T]) Events(ctx context.Context, from string) iter.Seq2[Event, err
 		pause := time.Duration(0)
 		turn := 0
 		for ctx.Err() == nil {
+			// Every shard's "$" becomes the position of its newest event before any shard is
+			// read, so that "from now on" means the same moment on every shard and no Cursor
+			// carries a "$".
+			resolved := true
+			for i, eng := range engs {
+				if pos[i] != "$" {
+					continue
+				}
+				last, err := lastEvent(ctx, eng)
+				if err != nil {
+					if ctx.Err() != nil || !failed(ctx, yield, err, &pause) {
+						return
+					}
+					resolved = false
+					break
+				}
+				pos[i] = last
+			}
+			if !resolved {
+				continue
+			}
 			got := false
 			for i, eng := range engs {
-				if pos[i] == "$" {
-					last, err := lastEvent(ctx, eng)
-					if err != nil {
-						if !failed(ctx, yield, err, &pause) {
-							return
-						}
-						continue
-					}
-					pos[i] = last
-				}
 				// Wait in Redis only on one shard a round, and only when the others had nothing.
 				var block time.Duration
 				if i == turn%len(engs) && !got {
@@ -102,7 +118,7 @@ func startPositions(from string, shards int) ([]string, error) {
 		return pos, nil
 	case "0":
 		for i := range pos {
-			pos[i] = "0"
+			pos[i] = "0-0" // a stream id, as a Cursor's every position must be
 		}
 		return pos, nil
 	}

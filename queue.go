@@ -19,7 +19,13 @@ const DefaultMaxAttempts = 25
 
 // QueueConfig configures a queue. Zero values mean the documented defaults.
 type QueueConfig struct {
-	// Name names the queue. Required; at most 200 bytes; no '{', '}' or '#', and no control character (C0, DEL, C1).
+	// Name names the queue. Required; no '{', '}' or '#', and no control character (C0, DEL, C1);
+	// at most 200 bytes (engine.MaxNameLen) on a queue of one shard. Each shard of a sharded queue
+	// is an engine queue named engine.ShardQueue(Name, Shards, i), the name followed by "#i.k",
+	// and each of those names must be at most 200 bytes too, so a sharded queue's name is
+	// shorter: at most 196 bytes with Shards 2 to 4 (i and k are one digit each), and a few bytes
+	// fewer with more shards, as i and k grow (engine.ShardQueue tells a name's shard names).
+	// NewQueue fails with ErrInvalid for a name over its limit.
 	Name string
 	// Shards splits the queue over this many shards, each with its own Redis Cluster hash tag, so
 	// a cluster spreads the queue's work over its masters. A partition lives in one shard (a

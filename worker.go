@@ -40,9 +40,12 @@ type WorkerConfig struct {
 	// Default 30s; at least 30ms.
 	Lease time.Duration
 	// ShutdownTimeout is how long Run waits, after its context ends, for running handlers before it
-	// cancels their contexts (cause ErrShutdown) and hands their tasks back. Default 30s; negative:
-	// cancel them at once. Run returns only when every handler has returned, so a handler that
-	// ignores its context holds Run up (its lease is extended meanwhile).
+	// cancels their contexts (cause ErrShutdown). A handler cancelled so that then returns an error
+	// has its task handed back without an attempt used, whatever the error, except a Permanent
+	// one, which dead-letters the task as usual; one that then returns nil has its task acked.
+	// Default 30s; negative: cancel them at once. Run returns only when every handler has
+	// returned, so a handler that ignores its context holds Run up (its lease is extended
+	// meanwhile).
 	ShutdownTimeout time.Duration
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -267,9 +270,11 @@ func defaultConsumerID() string {
 
 // Run processes tasks until ctx ends, then shuts down gracefully: it logs at Info that it shuts
 // down (with how many handlers run and ShutdownTimeout), stops fetching, hands back fetched tasks
-// no handler started, waits up to ShutdownTimeout for running handlers, cancels the rest and hands
-// their tasks back, flushes its acks, and leaves the queues' consumers lists (one call per shard,
-// at most 2s), so inspect no longer shows it live. Tasks handed back use no attempt and count in
+// no handler started, waits up to ShutdownTimeout for running handlers, cancels the rest (cause
+// ErrShutdown) and hands their tasks back (except that a cancelled handler that then returns nil
+// has its task acked, and one that returns a Permanent error has it dead-lettered), flushes its
+// acks, and leaves the queues' consumers lists (one call per shard, at most 2s), so inspect no
+// longer shows it live. Tasks handed back use no attempt and count in
 // Stats.HandedBack. It returns nil after a graceful shutdown, once every goroutine it started has
 // ended. Redis errors are logged and retried, not returned. It
 // fails at once with ErrRunning if the worker is already running, with an error wrapping
