@@ -29,14 +29,16 @@ var (
 	// dead-letters the task as usual; a handler that returns nil then has its task acked.
 	ErrShutdown = errors.New("srq: worker shut down")
 	// ErrReplyLost is wrapped by the error of a call whose reply was lost (a read timeout, a
-	// broken connection): it was sent and may have run, whole or not at all. srq never sends such
-	// a call again by itself, nor lets go-redis do so, since a second run would answer for itself
-	// as if the first had not happened; publish again with the same ids to find out (duplicates
-	// are reported).
+	// broken connection): it was sent and may have run, whole or not at all. srq never sends a
+	// call of yours again, nor lets go-redis do so, since a second run would answer for itself as
+	// if the first had not happened; publish again with the same ids to find out (duplicates are
+	// reported). A worker sends its own acks, rejects, kills and hand-backs again while it holds
+	// their tasks, and takes a repeat refused as settled (docs/worker.md).
 	ErrReplyLost = engine.ErrReplyLost
 	// ErrTooManyPriorities is wrapped by the error of a publish that would give a partition
 	// pending tasks at more than MaxPriorityLevels priorities other than 0: nothing of the batch
-	// is written. It matches ErrInvalid too.
+	// is written (on a sharded queue, each shard checks its own part, and the parts of other
+	// shards may have been written). It matches ErrInvalid too.
 	ErrTooManyPriorities = engine.ErrTooManyPriorities
 	// ErrRunning is returned by Worker.Run and RunOnce when the worker is running already: a
 	// Worker runs one Run or RunOnce at a time.
