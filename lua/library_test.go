@@ -164,3 +164,24 @@ func TestLibraryConstantsAndEvalOnly(t *testing.T) {
 		t.Error("the EVAL script lost a line the library treats differently")
 	}
 }
+
+// TestLibraryConstantsAreKept: no script assigns a constant of the library (constantsKept).
+func TestLibraryConstantsAreKept(t *testing.T) {
+	t.Parallel()
+	_, code, err := Library(func(string) []string { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lists []string
+	for _, line := range strings.Split(code, "\n") {
+		if m := constLine.FindStringSubmatch(line); m != nil {
+			lists = append(lists, m[1])
+		}
+	}
+	if len(lists) < 5 {
+		t.Fatalf("found %d constant lines in the library: %q", len(lists), lists)
+	}
+	if err := constantsKept(code, lists); err != nil {
+		t.Fatal(err)
+	}
+}
