@@ -44,7 +44,9 @@ func TestSchedulersKilled(t *testing.T) {
 	}
 	rng := newRand(t)
 	srv := realServer(t)
-	ctx := testCtx(t, 2*time.Minute)
+	// A bound, not a wait: the run takes about a minute alone, and twice that beside the rest of
+	// the suite under -race on two cores, where each scheduler process takes seconds to start.
+	ctx := testCtx(t, 4*time.Minute)
 	q, err := srq.NewQueue[task](client(t, srv, nil), srq.QueueConfig{Name: "scheduled"})
 	if err != nil {
 		t.Fatal(err)
