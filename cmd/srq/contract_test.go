@@ -8,6 +8,7 @@ import (
 
 	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
+	"github.com/srqueue/srq/internal/redistest"
 )
 
 // TestInflightPagingAtOffsetCap: near the offset inflight can page to (offset+limit at most
@@ -15,6 +16,9 @@ import (
 // offset past the cap is a usage error.
 func TestInflightPagingAtOffsetCap(t *testing.T) {
 	t.Parallel()
+	// The embedded Redis runs the fetches of 10,050 leases in Go, past the client's timeouts, and
+	// holds up the package's other tests meanwhile.
+	redistest.SharedReal(t, "10,050 leased tasks")
 	f := newFixture(t)
 	const n = inspect.MaxOffset + 50
 	var msgs []engine.Message
