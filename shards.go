@@ -75,6 +75,12 @@ func (s *shardSet) register(ctx context.Context) error {
 	return nil
 }
 
+// oversizedPart is the error of a batch whose part for shard k, n messages, is over engine.MaxBatch.
+func oversizedPart(k, n int) error {
+	return fmt.Errorf("%w: %d messages of the batch go to shard %d, over the limit of %d per call (engine.MaxBatch); nothing of the batch was written",
+		ErrInvalid, n, k, engine.MaxBatch)
+}
+
 // publish publishes msgs, each to its partition's shard: one round trip per shard involved, run
 // at once. What can be checked without Redis is checked for the whole batch first, so a batch
 // refused by it writes nothing anywhere: each message, the priority levels the batch alone gives a
@@ -89,17 +95,23 @@ func (s *shardSet) publish(ctx context.Context, msgs []engine.Message) ([]Publis
 	if err := s.engines[0].Validate(msgs); err != nil {
 		return nil, err
 	}
-	byShard := make([][]int, len(s.engines))
-	for i := range msgs {
-		k := engine.ShardOf(msgs[i].Partition, len(s.engines))
-		byShard[k] = append(byShard[k], i)
-	}
-	for k, idx := range byShard {
-		// A part over the limit would be refused by its shard's engine after the other shards
-		// had written theirs.
-		if len(idx) > engine.MaxBatch {
-			return nil, fmt.Errorf("%w: %d messages of the batch go to shard %d, over the limit of %d per call (engine.MaxBatch); nothing of the batch was written",
-				ErrInvalid, len(idx), k, engine.MaxBatch)
+	// A part over the limit would be refused by its shard's engine after the other shards had
+	// written theirs (and the queue been registered). The usual queue of one shard splits nothing.
+	var byShard [][]int
+	if len(s.engines) == 1 {
+		if len(msgs) > engine.MaxBatch {
+			return nil, oversizedPart(0, len(msgs))
+		}
+	} else {
+		byShard = make([][]int, len(s.engines))
+		for i := range msgs {
+			k := engine.ShardOf(msgs[i].Partition, len(s.engines))
+			byShard[k] = append(byShard[k], i)
+		}
+		for k, idx := range byShard {
+			if len(idx) > engine.MaxBatch {
+				return nil, oversizedPart(k, len(idx))
+			}
 		}
 	}
 	if err := s.register(ctx); err != nil {
