@@ -213,7 +213,7 @@ func TestClusterFlows(t *testing.T) {
 func allShas() []string {
 	out := make([]string, 0, len(scripts))
 	for _, s := range scripts {
-		out = append(out, s.sha)
+		out = append(out, s.sha())
 	}
 	return out
 }
@@ -269,7 +269,7 @@ func TestClusterScripts(t *testing.T) {
 	if _, err := e.Publish(ctx, []Message{{ID: "a"}}); err != nil {
 		t.Fatalf("publish after SCRIPT FLUSH on the owning master: %v", err)
 	}
-	if !scriptsCached(ctx, t, owner, scriptPubUsual.sha) { // a usual message's publish
+	if !scriptsCached(ctx, t, owner, scriptPubUsual.sha()) { // a usual message's publish
 		t.Fatal("the owning master did not get the publish script back")
 	}
 	if err := owner.ScriptFlush(ctx).Err(); err != nil {
@@ -415,7 +415,7 @@ func TestClusterFailover(t *testing.T) {
 	if err := c.Failover(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if scriptsCached(ctx, t, repl, scriptStats.sha) {
+	if scriptsCached(ctx, t, repl, scriptStats.sha()) {
 		t.Fatal("the new master has the scripts cached; the NOSCRIPT path would not be tested")
 	}
 	checkPipelined(ctx, t, e0)
@@ -514,7 +514,7 @@ func TestSentinelEngine(t *testing.T) {
 	if err := s.Failover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if scriptsCached(ctx, t, repl, scriptStats.sha) {
+	if scriptsCached(ctx, t, repl, scriptStats.sha()) {
 		t.Fatal("the new master has the scripts cached; the NOSCRIPT path would not be tested")
 	}
 	checkPipelined(ctx, t, e)

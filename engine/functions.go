@@ -80,24 +80,25 @@ func libraryFlags(script string) []string {
 var allowOOM = map[string]bool{"ack": true, "ack_fetch": true, "reject": true, "kill": true, "recover": true,
 	"purge": true, "cancel": true}
 
-// library is srq's scripts as one Redis Functions library (lua.Library). It is built from the
-// embedded scripts, so a broken one is a build defect; TestLibraryCallsEveryFunction loads it
-// into a real Redis.
-var library = func() struct{ name, code string } {
+// library is srq's scripts as one Redis Functions library (lua.Library), built at its first use
+// (about 60 ms; a process that never calls a script never pays it). It is built from the embedded
+// scripts, so a broken one is a build defect, which panics there; TestLibraryCallsEveryFunction
+// loads it into a real Redis.
+var library = sync.OnceValue(func() libraryCode {
 	name, code, err := lua.Library(libraryFlags)
 	if err != nil {
 		panic(err)
 	}
-	for _, s := range scripts {
-		s.fn = lua.Function(name, s.name)
-	}
-	return struct{ name, code string }{name, code}
-}()
+	return libraryCode{name, code}
+})
+
+// libraryCode is the library's name and code.
+type libraryCode struct{ name, code string }
 
 // LibraryName returns the name of the Redis Functions library that engines in ScriptsFunction
 // mode load: "srq_" and a hash of its code, so servers shared by processes that run different
 // versions of srq hold one library of each (FUNCTION DELETE removes a version no process runs).
-func LibraryName() string { return library.name }
+func LibraryName() string { return library().name }
 
 // Modes of an engine's functions state.
 const (
@@ -197,7 +198,7 @@ func (e *Engine) reload(ctx context.Context, loads uint64) error {
 // returns nil; another error is returned.
 func (e *Engine) loadLibrary(ctx context.Context, all bool) error {
 	load := func(ctx context.Context, c *redis.Client) error {
-		return c.FunctionLoadReplace(ctx, library.code).Err()
+		return c.FunctionLoadReplace(ctx, library().code).Err()
 	}
 	var err error
 	switch c := e.client.(type) {
@@ -213,14 +214,14 @@ func (e *Engine) loadLibrary(ctx context.Context, all bool) error {
 	case *redis.Ring:
 		err = c.ForEachShard(ctx, load)
 	default:
-		err = e.client.FunctionLoadReplace(ctx, library.code).Err()
+		err = e.client.FunctionLoadReplace(ctx, library().code).Err()
 	}
 	if refusesLoad(err) {
 		e.fn.mode.Store(fnOff) // no FUNCTION command, an ACL or a managed service that denies it
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("srq: load library %s: %w", library.name, err)
+		return fmt.Errorf("srq: load library %s: %w", library().name, err)
 	}
 	return nil
 }

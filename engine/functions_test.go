@@ -19,7 +19,7 @@ import (
 // their flags, or nil when it does not hold the library.
 func libraryFunctions(ctx context.Context, t *testing.T, c redis.Cmdable) map[string][]string {
 	t.Helper()
-	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: library.name}).Result()
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: library().name}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestLibraryCallsEveryFunction(t *testing.T) {
 	}
 	fns := libraryFunctions(b.ctx, t, b.client)
 	if len(fns) != len(scripts) {
-		t.Fatalf("library %s has %d functions, want %d", library.name, len(fns), len(scripts))
+		t.Fatalf("library %s has %d functions, want %d", library().name, len(fns), len(scripts))
 	}
 	twin, err := New(b.client, Config{Queue: b.eng.cfg.Queue + "-eval", Scripts: ScriptsEval})
 	if err != nil {
@@ -61,9 +61,9 @@ func TestLibraryCallsEveryFunction(t *testing.T) {
 	slices.Sort(names)
 	for _, name := range names {
 		s := scripts[name]
-		flags, ok := fns[s.fn]
+		flags, ok := fns[s.fn()]
 		if !ok {
-			t.Errorf("%s: no function %s", name, s.fn)
+			t.Errorf("%s: no function %s", name, s.fn())
 			continue
 		}
 		if want := libraryFlags(name); !slices.Equal(flags, want) && len(flags)+len(want) > 0 {
@@ -145,7 +145,7 @@ func TestFunctionFlushRecovered(t *testing.T) {
 	has := func(when string) {
 		t.Helper()
 		if libraryFunctions(ctx, t, c) == nil {
-			t.Fatalf("%s: the server has no library %s", when, library.name)
+			t.Fatalf("%s: the server has no library %s", when, library().name)
 		}
 	}
 
@@ -391,7 +391,7 @@ func TestClusterLibraryReloaded(t *testing.T) {
 	owner := c.Admin(c.Masters()[i])
 	drop := func() {
 		t.Helper()
-		if err := owner.FunctionDelete(ctx, library.name).Err(); err != nil && !strings.Contains(err.Error(), "not exist") {
+		if err := owner.FunctionDelete(ctx, library().name).Err(); err != nil && !strings.Contains(err.Error(), "not exist") {
 			t.Fatal(err)
 		}
 	}

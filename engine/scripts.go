@@ -5,31 +5,47 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/srqueue/srq/lua"
 )
 
-// script is one Lua script with its includes expanded and its SHA1, as EVALSHA wants it, and the
-// name of its function in the library (functions.go).
+// script is one Lua script of package lua: its source with the includes expanded and its SHA1, as
+// EVAL and EVALSHA want them, and the name of its function in the library (functions.go). The
+// three are made at their first use, not at the process's start: expanding every script takes
+// a few milliseconds each (about a second under the race detector), and an engine on the
+// functions path never needs the sources.
 type script struct {
 	name string
-	src  string
-	sha  string
-	fn   string
+	code func() (src, sha string)
+	fn   func() string
 }
 
+// src is s's expanded source.
+func (s *script) src() string { src, _ := s.code(); return src }
+
+// sha is the SHA1 of s's source.
+func (s *script) sha() string { _, sha := s.code(); return sha }
+
 // scripts holds every script of package lua by name. They are embedded, so a broken one is a
-// build defect; TestScriptsLoad loads every one into a real Redis.
+// build defect, which panics at the script's first use; TestScriptsLoad loads every one into a
+// real Redis.
 var scripts = func() map[string]*script {
 	m := make(map[string]*script)
 	for _, name := range lua.Names() {
-		src, err := lua.Source(name)
-		if err != nil {
-			panic(err)
+		m[name] = &script{
+			name: name,
+			code: sync.OnceValues(func() (string, string) {
+				src, err := lua.Source(name)
+				if err != nil {
+					panic(err)
+				}
+				return src, lua.SHA1(src)
+			}),
+			fn: sync.OnceValue(func() string { return lua.Function(library().name, name) }),
 		}
-		m[name] = &script{name: name, src: src, sha: lua.SHA1(src)}
 	}
 	return m
 }()
@@ -96,12 +112,13 @@ func (e *Engine) LoadScripts(ctx context.Context) error {
 }
 
 func (e *Engine) load(ctx context.Context, s *script) error {
-	sha, err := e.client.ScriptLoad(ctx, s.src).Result()
+	src, want := s.code()
+	sha, err := e.client.ScriptLoad(ctx, src).Result()
 	if err != nil {
 		return fmt.Errorf("srq: load script %s: %w", s.name, err)
 	}
-	if sha != s.sha {
-		return fmt.Errorf("srq: load script %s: server computed SHA %s, want %s", s.name, sha, s.sha)
+	if sha != want {
+		return fmt.Errorf("srq: load script %s: server computed SHA %s, want %s", s.name, sha, want)
 	}
 	return nil
 }
@@ -139,13 +156,13 @@ func (e *Engine) commandAs(ctx context.Context, s *script, f form, args []any) (
 	out := make([]any, 0, 4+len(e.keyArgs)+len(args))
 	switch {
 	case f == formSource:
-		out = append(out, "eval", s.src)
+		out = append(out, "eval", s.src())
 	case f == formSHA:
-		out = append(out, "evalsha", s.sha)
+		out = append(out, "evalsha", s.sha())
 	case readOnly[s.name]:
-		out = append(out, "fcall_ro", s.fn)
+		out = append(out, "fcall_ro", s.fn())
 	default:
-		out = append(out, "fcall", s.fn)
+		out = append(out, "fcall", s.fn())
 	}
 	out = append(out, len(e.keyArgs))
 	out = append(out, e.keyArgs...)

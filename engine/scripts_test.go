@@ -18,7 +18,7 @@ func TestScriptsLoad(t *testing.T) {
 	}
 	shas := make([]string, 0, len(scripts))
 	for _, s := range scripts {
-		shas = append(shas, s.sha)
+		shas = append(shas, s.sha())
 	}
 	exists, err := b.client.ScriptExists(b.ctx, shas...).Result()
 	if err != nil {

@@ -30,18 +30,33 @@ func inlineAliases(src string) string {
 // name stands for.
 func aliasEntries(src string) (string, map[string]string) {
 	entry := map[string]string{}
-	src = aliasLine.ReplaceAllStringFunc(src, func(line string) string {
-		m := aliasLine.FindStringSubmatch(line)
-		names, values := strings.Split(m[1], ", "), strings.Split(m[2], ", ")
-		if len(names) != len(values) {
-			return line // not a plain alias list: leave it to Lua
+	var b strings.Builder
+	b.Grow(len(src))
+	last := 0 // the end of what b holds of src
+	for i := 0; i < len(src); {
+		n := strings.IndexByte(src[i:], '\n')
+		if n < 0 {
+			break // a last line without its "\n" is not an alias line
 		}
-		for i, n := range names {
-			entry[n] = values[i]
+		end := i + n + 1
+		// Only lines that may be alias lines go through the regular expression: running it over
+		// the whole source took a third of the time of expanding a script.
+		if line := src[i:end]; strings.HasPrefix(line, "local ") && strings.Contains(line, "= KEYS[") {
+			if m := aliasLine.FindStringSubmatch(line); m != nil {
+				names, values := strings.Split(m[1], ", "), strings.Split(m[2], ", ")
+				if len(names) == len(values) { // else not a plain alias list: left to Lua
+					for k, name := range names {
+						entry[name] = values[k]
+					}
+					b.WriteString(src[last:i])
+					last = end
+				}
+			}
 		}
-		return ""
-	})
-	return src, entry
+		i = end
+	}
+	b.WriteString(src[last:])
+	return b.String(), entry
 }
 
 // replaceWords writes entry[w] for every word w of src that entry has.
@@ -49,10 +64,16 @@ func replaceWords(src string, entry map[string]string) string {
 	if len(entry) == 0 {
 		return src
 	}
-	return luaWord.ReplaceAllStringFunc(src, func(w string) string {
-		if e, ok := entry[w]; ok {
-			return e
+	var b strings.Builder
+	b.Grow(len(src))
+	last := 0 // the end of what b holds of src
+	eachWord(src, func(i, j int) {
+		if e, ok := entry[src[i:j]]; ok {
+			b.WriteString(src[last:i])
+			b.WriteString(e)
+			last = j
 		}
-		return w
 	})
+	b.WriteString(src[last:])
+	return b.String()
 }

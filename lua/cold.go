@@ -3,7 +3,6 @@ package lua
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -68,22 +67,19 @@ func callCold(src string, cold map[string]bool) string {
 	if len(cold) == 0 {
 		return src
 	}
-	names := make([]string, 0, len(cold))
-	for n := range cold {
-		names = append(names, regexp.QuoteMeta(n))
-	}
-	slices.Sort(names)
-	call := regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\(`)
 	var b strings.Builder
 	last := 0
-	for _, m := range call.FindAllStringIndex(src, -1) {
-		if m[0] > 0 && (src[m[0]-1] == '.' || src[m[0]-1] == ':') {
-			continue
+	eachWord(src, func(i, j int) {
+		if j == len(src) || src[j] != '(' || !cold[src[i:j]] {
+			return
 		}
-		b.WriteString(src[last:m[0]])
+		if i > 0 && (wordStart(src[i-1]) || '0' <= src[i-1] && src[i-1] <= '9' || src[i-1] == '.' || src[i-1] == ':') {
+			return // within a longer word (a number's digits before it), or a field
+		}
+		b.WriteString(src[last:i])
 		b.WriteString(lazyTable + ".")
-		last = m[0]
-	}
+		last = i
+	})
 	b.WriteString(src[last:])
 	return b.String()
 }

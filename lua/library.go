@@ -243,7 +243,7 @@ func stateText(text string) (names, consts []string, stmt string, err error) {
 // line that names it: the library sets a constant once, when it is loaded. An assignment is a
 // statement at the start of a line, or after then, do, else or a semicolon. lists holds the names
 // of each constant line as it lists them ("A, B"). A regular expression per name over the whole
-// code is too slow for every process's start (the library is built at init): the tests run it.
+// code is too slow for a process's first script call (the library is built then): the tests run it.
 func constantsKept(code string, lists []string) error {
 	for _, list := range lists {
 		for _, n := range strings.Split(list, ", ") {

@@ -17,8 +17,6 @@ import (
 var (
 	// helperStart opens a top-level helper: "local function name(".
 	helperStart = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
-	// luaWord is an identifier; every use of a helper is one.
-	luaWord = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
 	// helperEnd closes a helper: "end" at column 0, nothing after it but blanks or a comment.
 	helperEnd = regexp.MustCompile(`^end\s*(--.*)?$`)
 	// longBracket opens a long string or comment.
@@ -85,10 +83,30 @@ func splitHelpers(src string) []chunk {
 // words adds the identifiers in text's code to set: comments are skipped, strings are not (a name
 // in a string keeps a helper it need not, which is harmless).
 func words(set map[string]bool, text string) {
-	for _, w := range luaWord.FindAllString(stripComments(text), -1) {
-		set[w] = true
+	text = stripComments(text)
+	eachWord(text, func(i, j int) { set[text[i:j]] = true })
+}
+
+// eachWord calls f with the bounds of every identifier of src, [A-Za-z_][A-Za-z0-9_]*, in order
+// (every use of a helper is one), as the leftmost matches of that regular expression would give
+// them: a scan by hand, as the regular expression took most of the time of expanding the scripts.
+func eachWord(src string, f func(i, j int)) {
+	for i := 0; i < len(src); {
+		if !wordStart(src[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(src) && (wordStart(src[j]) || '0' <= src[j] && src[j] <= '9') {
+			j++
+		}
+		f(i, j)
+		i = j
 	}
 }
+
+// wordStart reports whether c may start an identifier.
+func wordStart(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' }
 
 // stripComments removes Lua's "--" comments, up to the end of their line, that start outside a
 // quoted string. It does not parse long brackets (shake keeps every helper where one occurs).
