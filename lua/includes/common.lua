@@ -139,7 +139,9 @@ end
 --
 -- A script that knows the most values it can need calls seq_reserve(n) first: its first next_seq
 -- then takes all n with one INCRBY (one call instead of a GET now and a SET in finish). Unused
--- values are gaps, which nothing relies on not existing. INCRBY's reply reaches Lua as a double,
+-- values are gaps, which nothing relies on not existing. A script that hands out more than it
+-- reserved (a publish whose duplicate child wakes its parent, which takes values of its own)
+-- writes the counter back in finish, as an unreserved one does, so no value is handed out twice. INCRBY's reply reaches Lua as a double,
 -- so above 2^53 the exact value is read back with GET; past INCRBY's int64 range (the key can hold
 -- up to 20 digits) the script falls back to GET and SET.
 --
@@ -154,6 +156,7 @@ local SEQ_SPLIT = 1000000000000000
 local SEQ_EXACT = 9007199254740992 -- 2^53
 local SEQ_PER_MS, SEQ_AHEAD = 1000, 100000
 local seq_hi, seq_lo, seq_dirty, seq_want
+local seq_left -- reserved values not yet handed out (nil: none were reserved)
 
 local function seq_split(s)
   local n = #s
@@ -203,6 +206,7 @@ local function seq_load(v)
       end
       -- Step back to the value before the reserved ones.
       seq_hi, seq_lo = seq_norm(seq_hi, seq_lo - seq_want)
+      seq_left = seq_want
       if seq_floor() then
         local hi, lo = seq_norm(seq_hi, seq_lo + seq_want)
         redis.call('SET', K_SEQ, seq_string(hi, lo))
@@ -225,6 +229,10 @@ end
 -- them (a record that holds the 20 digits reads the same).
 local function next_seq(short)
   if not seq_hi then seq_load() end
+  if seq_left then
+    seq_left = seq_left - 1
+    if seq_left < 0 then seq_dirty = true end -- past the reservation: finish writes the counter
+  end
   seq_lo = seq_lo + 1
   if seq_lo >= SEQ_SPLIT then seq_hi, seq_lo = seq_hi + 1, seq_lo - SEQ_SPLIT end
   -- One number to format is half the work of two: below 2^53 (until the year 2255, see seq_floor)
