@@ -46,9 +46,9 @@ const (
 const mergeInFlight = 2
 
 // pubsInFlight is mergeInFlight for publishes, whose single call is cheap enough that more of them
-// in flight beat merging them: on 2 cores, 8 producers of one task a call publish about 1.15 times
-// as fast with 4 as with 2, and 64 producers as fast (BenchmarkPublishMerge); with 8, 64
-// producers lose a fifth.
+// in flight can beat merging them: on 2 cores, 8 producers of one task a call published about 1.15
+// times as fast with 4 as with 2 on one machine, and 0.9 times on a slower one (BenchmarkPublishMerge;
+// 64 producers about as fast with either); with 8, 64 producers lose a fifth.
 const pubsInFlight = 4
 
 // op is one caller's Ack, fetch, AckFetch or Publish, as a merged call carries it.
