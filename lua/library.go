@@ -242,17 +242,23 @@ func stateText(text string) (names, consts []string, stmt string, err error) {
 // constantsKept fails when code assigns one of the constants after its declaration, the first
 // line that names it: the library sets a constant once, when it is loaded. An assignment is a
 // statement at the start of a line, or after then, do, else or a semicolon. lists holds the names
-// of each constant line as it lists them ("A, B"). A regular expression per name over the whole
-// code is too slow for a process's first script call (the library is built then): the tests run it.
+// of each constant line as it lists them ("A, B"). An assignment lies within one line, so the
+// regular expression of a name runs only on the lines that hold the name; it is still too slow for
+// a process's first script call (the library is built then): the tests run it.
 func constantsKept(code string, lists []string) error {
+	lines := strings.SplitAfter(code, "\n")
 	for _, list := range lists {
 		for _, n := range strings.Split(list, ", ") {
 			assign := regexp.MustCompile(`(?m)(?:^[ \t]*|\b(?:then|do|else)[ \t]+|;[ \t]*)(?:local[ \t]+)?` +
 				`(?:[A-Za-z_][A-Za-z0-9_]*[ \t]*,[ \t]*)*` + n + `(?:[ \t]*,[ \t]*[A-Za-z_][A-Za-z0-9_]*)*[ \t]*=[^=]`)
-			locs := assign.FindAllStringIndex(code, 2)
-			if len(locs) > 1 {
-				line := strings.Count(code[:locs[1][0]], "\n") + 1
-				return fmt.Errorf("lua: the library assigns the constant %s again (line %d)", n, line)
+			seen := 0
+			for i, line := range lines {
+				if !strings.Contains(line, n) {
+					continue
+				}
+				if seen += len(assign.FindAllStringIndex(line, 2)); seen > 1 {
+					return fmt.Errorf("lua: the library assigns the constant %s again (line %d)", n, i+1)
+				}
 			}
 		}
 	}
