@@ -586,3 +586,55 @@ func TestFireAfterNoScript(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleMoveLeavesAClaimedFlowTick: a flow tick claimed and not yet published when its
+// schedule moves to another shard is left to the process that claimed it (docs/schedules.md): the
+// moved record holds no claim for another process to take over, and its last tick is past it, so
+// it never publishes the tick itself.
+func TestScheduleMoveLeavesAClaimedFlowTick(t *testing.T) {
+	t.Parallel()
+	b := newSchedBundle(t, 1)
+	engs := make([]*Engine, 2)
+	for i := range engs {
+		var err error
+		if engs[i], err = New(b.engs[0].client, Config{Queue: ShardQueue("q", 2, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p1, p2 partition.Key
+	for i := 0; p2 == ""; i++ {
+		p := partition.Key(strconv.Itoa(i))
+		switch {
+		case p1 == "":
+			p1 = p
+		case ShardOf(p, 2) != ShardOf(p1, 2):
+			p2 = p
+		}
+	}
+	from, to := engs[ShardOf(p1, 2)], engs[ShardOf(p2, 2)]
+	def := ScheduleDef{Name: "s", ScheduleTiming: ScheduleTiming{Every: time.Second}, Task: &Message{Partition: p1}}
+	if _, err := PutScheduleIn(b.ctx, engs, from, &def); err != nil {
+		t.Fatal(err)
+	}
+	// A claim of the tick 5 s in, as a firing of a flow schedule writes it, not yet published.
+	claimed := schedBase.Add(5 * time.Second).UnixMilli()
+	if err := b.engs[0].client.HSet(b.ctx, from.Keys().Schedule("s"), "fp", fmt.Sprintf("[%d]", claimed),
+		"fa", schedBase.Add(5*time.Second).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.at(6 * time.Second)
+	def.Task.Partition = p2
+	if _, err := PutScheduleIn(b.ctx, engs, to, &def); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := b.engs[0].client.HGetAll(b.ctx, to.Keys().Schedule("s")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec["fp"]; ok {
+		t.Errorf("the moved record holds the claim %q: another process would take it over", rec["fp"])
+	}
+	if last, _ := strconv.ParseInt(rec["l"], 10, 64); last < claimed {
+		t.Errorf("the moved record's last tick is %s, before the claimed tick %d: it would publish it again", rec["l"], claimed)
+	}
+}
