@@ -746,8 +746,9 @@ func (b *bundle) scCheckExpiry(key string, ms int64) {
 	at, err := b.client.Do(b.ctx, "PEXPIRETIME", key).Int64()
 	if err == nil {
 		// The embedded Redis keeps an expiry as a duration from its clock when it is set and adds
-		// its clock when it is read: the time it reads back may be a millisecond off.
-		if at != ms && (b.server.Real() || at < ms-1 || at > ms+1) {
+		// its clock when it is read: the time it reads back moves with the time between the two
+		// (milliseconds on a loaded machine). A real server's is checked exactly.
+		if at != ms && (b.server.Real() || at < ms-50 || at > ms+50) {
 			b.t.Errorf("%s expires at %d, want %d", key, at, ms)
 		}
 		return
