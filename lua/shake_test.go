@@ -2,7 +2,6 @@ package lua
 
 import (
 	"path"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -72,6 +71,7 @@ func TestShakenScriptsCallOnlyKeptHelpers(t *testing.T) {
 		words(present, src)
 		code := stripComments(src)
 		kept, lazy := 0, 0
+		colds := map[string]bool{}
 		for _, h := range all {
 			cold := strings.Contains(src, "\nfunction "+lazyTable+"."+h+"(")
 			defined := cold || strings.Contains(src, "\nlocal function "+h+"(")
@@ -83,15 +83,22 @@ func TestShakenScriptsCallOnlyKeptHelpers(t *testing.T) {
 			}
 			if cold {
 				lazy++
-				// Made only in the lazy table: every use must go through it.
-				for _, m := range regexp.MustCompile(`\b`+h+`\b`).FindAllStringIndex(code, -1) {
-					if !strings.HasSuffix(code[:m[0]], lazyTable+".") {
-						t.Errorf("%s: names cold helper %s other than as %s.%s", name, h, lazyTable, h)
-						break
-					}
-				}
+				colds[h] = true
 			}
 		}
+		// A cold helper is made only in the lazy table: every use must go through it. A use is the
+		// name as a whole word (not within a longer one, digits included).
+		wrong := map[string]bool{}
+		eachWord(code, func(i, j int) {
+			h := code[i:j]
+			if !colds[h] || wrong[h] || i > 0 && '0' <= code[i-1] && code[i-1] <= '9' {
+				return
+			}
+			if !strings.HasSuffix(code[:i], lazyTable+".") {
+				wrong[h] = true
+				t.Errorf("%s: names cold helper %s other than as %s.%s", name, h, lazyTable, h)
+			}
+		})
 		t.Logf("%-16s keeps %2d of %d helpers, %d of them cold", name, kept, len(all), lazy)
 	}
 }
