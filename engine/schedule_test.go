@@ -485,28 +485,35 @@ func TestScheduleTriggerListDelete(t *testing.T) {
 	}
 }
 
-// TestScheduleShards: a schedule lives in the shard of its task's partition; a put that moves it
-// (a new partition) deletes it from the old shard, and its ticks go on without a repeat.
-func TestScheduleShards(t *testing.T) {
-	t.Parallel()
-	b := newSchedBundle(t, 1)
-	engs := make([]*Engine, 4)
+// shards returns the engines of a queue "q" of n shards on b's Redis, and two partitions in
+// different shards.
+func (b *schedBundle) shards(n int) (engs []*Engine, p1, p2 partition.Key) {
+	b.t.Helper()
+	engs = make([]*Engine, n)
 	for i := range engs {
 		var err error
-		if engs[i], err = New(b.engs[0].client, Config{Queue: ShardQueue("q", 4, i)}); err != nil {
-			t.Fatal(err)
+		if engs[i], err = New(b.engs[0].client, Config{Queue: ShardQueue("q", n, i)}); err != nil {
+			b.t.Fatal(err)
 		}
 	}
-	var p1, p2 partition.Key
 	for i := 0; p2 == ""; i++ {
 		p := partition.Key(strconv.Itoa(i))
 		switch {
 		case p1 == "":
 			p1 = p
-		case ShardOf(p, 4) != ShardOf(p1, 4):
+		case ShardOf(p, n) != ShardOf(p1, n):
 			p2 = p
 		}
 	}
+	return engs, p1, p2
+}
+
+// TestScheduleShards: a schedule lives in the shard of its task's partition; a put that moves it
+// (a new partition) deletes it from the old shard, and its ticks go on without a repeat.
+func TestScheduleShards(t *testing.T) {
+	t.Parallel()
+	b := newSchedBundle(t, 1)
+	engs, p1, p2 := b.shards(4)
 	def := ScheduleDef{Name: "s", ScheduleTiming: ScheduleTiming{Every: time.Second}, Task: &Message{Partition: p1}}
 	if _, err := PutScheduleIn(b.ctx, engs, engs[ShardOf(p1, 4)], &def); err != nil {
 		t.Fatal(err)
@@ -594,23 +601,7 @@ func TestFireAfterNoScript(t *testing.T) {
 func TestScheduleMoveLeavesAClaimedFlowTick(t *testing.T) {
 	t.Parallel()
 	b := newSchedBundle(t, 1)
-	engs := make([]*Engine, 2)
-	for i := range engs {
-		var err error
-		if engs[i], err = New(b.engs[0].client, Config{Queue: ShardQueue("q", 2, i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var p1, p2 partition.Key
-	for i := 0; p2 == ""; i++ {
-		p := partition.Key(strconv.Itoa(i))
-		switch {
-		case p1 == "":
-			p1 = p
-		case ShardOf(p, 2) != ShardOf(p1, 2):
-			p2 = p
-		}
-	}
+	engs, p1, p2 := b.shards(2)
 	from, to := engs[ShardOf(p1, 2)], engs[ShardOf(p2, 2)]
 	def := ScheduleDef{Name: "s", ScheduleTiming: ScheduleTiming{Every: time.Second}, Task: &Message{Partition: p1}}
 	if _, err := PutScheduleIn(b.ctx, engs, from, &def); err != nil {
