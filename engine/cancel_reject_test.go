@@ -107,3 +107,39 @@ func TestCancelledLeaseKilledEndsCancelled(t *testing.T) {
 		t.Fatalf("stats: %+v", st)
 	}
 }
+
+// data-model.md, reject.lua: `rejected` counts the OK items "that are neither hand-backs, waits nor
+// cancellations": a wait (a sleep here) and the reject of a task asked to be cancelled while leased
+// leave the counter as it was; a plain reject beside them counts one.
+func TestRejectCountsNeitherWaitsNorCancellations(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ids := b.publish(Message{Partition: "a"}, Message{Partition: "b"}, Message{Partition: "c"})
+	ds := b.fetch("c", 3)
+	if len(ds) != 3 {
+		t.Fatalf("fetched %d tasks, want 3", len(ds))
+	}
+	byID := map[string]*Delivery{}
+	for i := range ds {
+		byID[ds[i].ID] = &ds[i]
+	}
+	if res, err := b.eng.Cancel(b.ctx, []string{ids[1]}, "not wanted"); err != nil || res[0].Err != nil || !res[0].Running {
+		t.Fatalf("Cancel of a leased task: %+v, %v", res, err)
+	}
+	rr, err := b.eng.Reject(b.ctx, []Rejection{
+		{Receipt: byID[ids[0]].Receipt(), Delay: time.Hour, Wait: &Wait{Kind: WaitSleep}},
+		{Receipt: byID[ids[1]].Receipt(), Reason: "boom"},
+		{Receipt: byID[ids[2]].Receipt(), Reason: "boom"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rr {
+		if r.Err != nil || r.DeadLettered {
+			t.Fatalf("item %d: %+v", i, r)
+		}
+	}
+	if st := b.stats(); st.Rejected != 1 || st.Cancelled != 1 {
+		t.Fatalf("Rejected %d, Cancelled %d; want 1 (the plain reject) and 1", st.Rejected, st.Cancelled)
+	}
+}
