@@ -179,18 +179,13 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 // reads the stream's size the queue announced in Redis (engine.AnnouncedEvents), and a tick's task
 // writes its published event as a publish of the queue's own does.
 func (s *Scheduler) shardEngine(ctx context.Context, queue string) (*engine.Engine, error) {
-	cfg := engine.Config{Queue: queue, Prefix: s.cfg.Prefix}
-	e, err := engine.New(s.client, cfg)
+	keys, err := engine.NewKeys(s.cfg.Prefix, queue)
 	if err != nil {
 		return nil, err
 	}
-	n, err := engine.AnnouncedEvents(ctx, s.client, e.Keys())
+	n, err := engine.AnnouncedEvents(ctx, s.client, keys)
 	if err != nil {
 		return nil, err
 	}
-	if n == 0 {
-		return e, nil
-	}
-	cfg.Events = n
-	return engine.New(s.client, cfg)
+	return engine.New(s.client, engine.Config{Queue: queue, Prefix: s.cfg.Prefix, Events: n})
 }

@@ -81,7 +81,7 @@ var allowOOM = map[string]bool{"ack": true, "ack_fetch": true, "reject": true, "
 	"purge": true, "cancel": true}
 
 // library is srq's scripts as one Redis Functions library (lua.Library), built at its first use
-// (about 60 ms; a process that never calls a script never pays it). It is built from the embedded
+// (about 10 ms; a process that never calls a script never pays it). It is built from the embedded
 // scripts, so a broken one is a build defect, which panics there; TestLibraryCallsEveryFunction
 // loads it into a real Redis.
 var library = sync.OnceValue(func() libraryCode {

@@ -73,7 +73,7 @@ func callCold(src string, cold map[string]bool) string {
 		if j == len(src) || src[j] != '(' || !cold[src[i:j]] {
 			return
 		}
-		if i > 0 && (wordStart(src[i-1]) || '0' <= src[i-1] && src[i-1] <= '9' || src[i-1] == '.' || src[i-1] == ':') {
+		if i > 0 && (wordByte(src[i-1]) || src[i-1] == '.' || src[i-1] == ':') {
 			return // within a longer word (a number's digits before it), or a field
 		}
 		b.WriteString(src[last:i])

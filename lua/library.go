@@ -243,8 +243,8 @@ func stateText(text string) (names, consts []string, stmt string, err error) {
 // line that names it: the library sets a constant once, when it is loaded. An assignment is a
 // statement at the start of a line, or after then, do, else or a semicolon. lists holds the names
 // of each constant line as it lists them ("A, B"). An assignment lies within one line, so the
-// regular expression of a name runs only on the lines that hold the name; it is still too slow for
-// a process's first script call (the library is built then): the tests run it.
+// regular expression of a name runs only on the lines that hold the name. It takes longer than
+// building the library, which a process's first script call waits for: the tests run it.
 func constantsKept(code string, lists []string) error {
 	lines := strings.SplitAfter(code, "\n")
 	for _, list := range lists {

@@ -97,7 +97,7 @@ func eachWord(src string, f func(i, j int)) {
 			continue
 		}
 		j := i + 1
-		for j < len(src) && (wordStart(src[j]) || '0' <= src[j] && src[j] <= '9') {
+		for j < len(src) && wordByte(src[j]) {
 			j++
 		}
 		f(i, j)
@@ -105,8 +105,9 @@ func eachWord(src string, f func(i, j int)) {
 	}
 }
 
-// wordStart reports whether c may start an identifier.
+// wordStart reports whether c may start an identifier, wordByte whether it may be in one.
 func wordStart(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' }
+func wordByte(c byte) bool  { return wordStart(c) || '0' <= c && c <= '9' }
 
 // stripComments removes Lua's "--" comments, up to the end of their line, that start outside a
 // quoted string. It does not parse long brackets (shake keeps every helper where one occurs).

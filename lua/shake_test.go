@@ -91,7 +91,7 @@ func TestShakenScriptsCallOnlyKeptHelpers(t *testing.T) {
 		wrong := map[string]bool{}
 		eachWord(code, func(i, j int) {
 			h := code[i:j]
-			if !colds[h] || wrong[h] || i > 0 && '0' <= code[i-1] && code[i-1] <= '9' {
+			if !colds[h] || wrong[h] || i > 0 && wordByte(code[i-1]) {
 				return
 			}
 			if !strings.HasSuffix(code[:i], lazyTable+".") {

@@ -141,9 +141,9 @@ end
 -- then takes all n with one INCRBY (one call instead of a GET now and a SET in finish). Unused
 -- values are gaps, which nothing relies on not existing. A script that hands out more than it
 -- reserved (a publish whose duplicate child wakes its parent, which takes values of its own)
--- writes the counter back in finish, as an unreserved one does, so no value is handed out twice. INCRBY's reply reaches Lua as a double,
--- so above 2^53 the exact value is read back with GET; past INCRBY's int64 range (the key can hold
--- up to 20 digits) the script falls back to GET and SET.
+-- writes the counter back in finish, as an unreserved one does, so no value is handed out twice.
+-- INCRBY's reply reaches Lua as a double, so above 2^53 the exact value is read back with GET;
+-- past INCRBY's int64 range (the key can hold up to 20 digits) the script falls back to GET and SET.
 --
 -- The counter never hands out a value at or below the server clock in ms × 1000 (SEQ_PER_MS
 -- values a millisecond): when it is behind, the script moves it to that floor plus SEQ_AHEAD (100
