@@ -152,15 +152,7 @@ func TestMetricsContractTimeoutErrorType(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
 	prefix := contractPrefix(t, c)
-	in, err := inspect.New(c, inspect.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := web.NewMetrics(in, web.MetricsConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	m := newMetricsOf(t, c, prefix)
 	otelCfg := middleware.OTelConfig{MeterProvider: m.MeterProvider()}
 	q, err := srq.NewQueue[string](c, srq.QueueConfig{Name: "slow", Prefix: prefix})
 	if err != nil {
@@ -206,4 +198,20 @@ func TestMetricsContractTimeoutErrorType(t *testing.T) {
 	if !found {
 		t.Errorf("no messaging_process_duration_seconds_count of queue slow in:\n%s", body)
 	}
+}
+
+// newMetricsOf returns the metrics of the queues under prefix, with the default MetricsConfig,
+// shut down when t ends.
+func newMetricsOf(t *testing.T, c redis.UniversalClient, prefix string) *web.Metrics {
+	t.Helper()
+	in, err := inspect.New(c, inspect.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := web.NewMetrics(in, web.MetricsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	return m
 }

@@ -73,15 +73,7 @@ func TestPromiseMetricsUnreadableQueueLeftOut(t *testing.T) {
 			}
 		}
 	}
-	in, err := inspect.New(c, inspect.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := web.NewMetrics(in, web.MetricsConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	m := newMetricsOf(t, c, prefix)
 
 	h := &promiseOtelErrors{armed: true}
 	prev := otel.GetErrorHandler()
