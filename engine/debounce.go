@@ -28,10 +28,10 @@ type DebounceMode int
 // The debounce modes.
 const (
 	// DebounceReplace (debounce): the first publish of a key adds a task available a window later;
-	// a later publish, while that task is still pending (not leased, not ended), replaces the
-	// task's payload and headers and moves its start to a window after itself, and reports
-	// Replaced with the task's id. Once the task is leased or ended, a publish adds a new task,
-	// again a window later. The task runs once, with the last payload, a window after the last
+	// a later publish, while that task is still pending and no worker has taken it yet, replaces
+	// the task's payload and headers and moves its start to a window after itself, and reports
+	// Replaced with the task's id. Once the task was leased (also when it is pending again for a
+	// retry) or has ended, a publish adds a new task, again a window later. The task runs once, with the last payload, a window after the last
 	// publish of a burst.
 	DebounceReplace DebounceMode = iota
 	// Throttle: the first publish of a key adds a task available now; a later publish is dropped

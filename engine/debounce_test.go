@@ -86,6 +86,11 @@ func TestDebounceTransitions(t *testing.T) {
 		}
 	}
 	ack := func(b *bundle) { b.ack(leased...) }
+	retry := func(b *bundle) { // a reject with a delay: the task is pending again, taken before
+		if _, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: leased[0].Receipt(), Delay: time.Hour, Reason: "x"}}); err != nil {
+			b.t.Fatal(err)
+		}
+	}
 	kill := func(b *bundle) {
 		if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: leased[0].Receipt(), Reason: "x"}}); err != nil {
 			b.t.Fatal(err)
@@ -113,6 +118,9 @@ func TestDebounceTransitions(t *testing.T) {
 		{"debounce: the new task of an ordered partition waits behind the leased one", then(seedDebounced(o, short, DebounceReplace, nil), fetch),
 			debounced(o, key, long, DebounceReplace, "second"),
 			want{result: "added", pending: map[string][]string{"!o": {"new"}}, payload: "second", later: true, keyTo: "new", leased: true}},
+		{"debounce: a task back for a retry is not replaced", then(seedDebounced(u, short, DebounceReplace, nil), fetch, retry),
+			debounced(u, key, long, DebounceReplace, "second"),
+			want{result: "added", sched: []string{"u"}, pending: map[string][]string{"u": {"new", "old"}}, payload: "second", later: true, keyTo: "new"}},
 		{"debounce: an acked task's key adds a task", then(seedDebounced(u, short, DebounceReplace, nil), fetch, ack),
 			debounced(u, key, long, DebounceReplace, "second"),
 			want{result: "added", sched: []string{"u"}, pending: map[string][]string{"u": {"new"}}, payload: "second", later: true, keyTo: "new"}},

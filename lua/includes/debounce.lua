@@ -30,9 +30,11 @@
 -- replaced, or 'd' and the id of the task that made it drop, and, for a replace, the partition of
 -- that task, which the caller places (place) once the call's tasks are written.
 --
--- Debounce: the key's task, while it is pending (in its pending set, so not leased and not
--- ended), gets payload d and headers h, and its available-at moves to now + window (its record's
--- 't', its score in its pending set); the key's window moves with it. Else a task is added.
+-- Debounce: the key's task, while it is pending and no worker has taken it yet (in its pending
+-- set, so not leased and not ended, and without the state field 'S', which every lease that ends
+-- without an ack writes: a task back for a retry, from a crash or a requeue has it), gets payload
+-- d and headers h, and its available-at moves to now + window (its record's 't', its score in its
+-- pending set); the key's window moves with it. Else a task is added.
 -- Throttle: dropped while now is before the key's window ends, or while its task exists and is
 -- not a dead letter (pending, delayed, leased or waiting); else a task is added.
 -- Cost: GET, then HMGET; a replace ZSCORE, ZADD, HSET (and HDEL of 'h' when the task had headers
@@ -62,8 +64,8 @@ local function debounce_find(mode, ref, d, h, now, new)
     stat('dropped', 1)
     return 'd' .. id
   end
-  local rec = redis.call('HMGET', kt, 'p', 'r', 's', 'h')
-  if not rec[1] then return add() end
+  local rec = redis.call('HMGET', kt, 'p', 'r', 's', 'h', 'S')
+  if not rec[1] or rec[5] then return add() end -- gone, or taken by a worker before
   local p = rec[1]
   local kp = k_pending(p, rec[2] or '0')
   local member = string.rep('0', 20 - #rec[3]) .. rec[3] .. id -- the sequence number padded (next_seq)
