@@ -130,7 +130,11 @@ func deadScan(q DeadQuery) (engine.DeadScan, int, error) {
 		}
 	}
 	if s.ByPartition || s.ErrorContains != "" {
-		s.Window = max(limit, cmp.Or(q.Window, DefaultDeadWindow))
+		// A filter looks at the window's letters and no more, so a window below the page size
+		// gives a page of at most the window's letters (the engine's scan keeps its Limit within
+		// its Window).
+		s.Window = cmp.Or(q.Window, DefaultDeadWindow)
+		s.Limit = min(limit, s.Window)
 	}
 	if q.Window < 0 || s.Window > MaxDeadWindow {
 		return engine.DeadScan{}, 0, fmt.Errorf("inspect: %w: dead-letter window %d is outside [0, %d]", engine.ErrInvalid, q.Window, MaxDeadWindow)

@@ -75,6 +75,20 @@ func TestDeadLettersPagingAndFilters(t *testing.T) {
 			t.Fatalf("filtered letter %+v", d)
 		}
 	}
+	// A window below the page size: each call looks at that many letters and no more, so a page
+	// holds at most the window's letters, and paging still finds them all. The newest three
+	// letters are fetches 14, 13 and 12 (two timeouts), the next three 11, 10 and 9 (one).
+	w, err := b.in.DeadLetters(b.ctx, b.queue, DeadQuery{ErrorContains: "timeout", Window: 3})
+	if err != nil || len(w.Letters) != 2 || w.Letters[0].ID != newest[0] || w.Letters[1].ID != newest[2] || w.Next == "" {
+		t.Fatalf("window 3 of the default page: %+v, %v; want %s and %s, and a next", w, err, newest[0], newest[2])
+	}
+	w, err = b.in.DeadLetters(b.ctx, b.queue, DeadQuery{ErrorContains: "timeout", Window: 3, Cursor: w.Next})
+	if err != nil || len(w.Letters) != 1 || w.Letters[0].ID != newest[4] || w.Next == "" {
+		t.Fatalf("window 3, second page: %+v, %v; want %s, and a next", w, err, newest[4])
+	}
+	if got := b.allDead(DeadQuery{ErrorContains: "timeout", Window: 2}); len(got) != 8 {
+		t.Fatalf("window 2: %d letters with a timeout over all pages, want 8", len(got))
+	}
 	got = b.allDead(DeadQuery{Partition: "b", ErrorContains: "bad input", Limit: 10})
 	for _, d := range got {
 		if d.Partition != "b" || d.Error[:3] != "bad" {
