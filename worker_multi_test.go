@@ -109,6 +109,54 @@ func TestMultiQueueWeights(t *testing.T) {
 	t.Logf("ran %v of %d", snap, got)
 }
 
+// TestMultiQueueWeightsSlowHandlers: with handlers that take a while, so that slots come back one
+// at a time and the worker's two fetchers overlap, queues of weights 3:2:1 still run their tasks
+// in those shares, within ±10 % of each, whatever their order in NewWorkerOf (the queue at the
+// front of the turns once got one task a fetch and fell far behind its share).
+func TestMultiQueueWeightsSlowHandlers(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := redistest.Client(t)
+	const skip, counted = 300, 1500
+	weights := []int{3, 2, 1}
+	var counts [3]atomic.Int64
+	var all atomic.Int64
+	done := make(chan struct{})
+	var served []srq.Served
+	for i, weight := range weights {
+		q := queueOn[int](t, c, fmt.Sprint(i), srq.QueueConfig{})
+		publishN(t, ctx, q, skip+counted, func(i int) int { return i }, srq.PublishOpts{})
+		served = append(served, srq.Serve(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error {
+			switch n := all.Add(1); {
+			case n > skip && n <= skip+counted:
+				counts[i].Add(1)
+			case n == skip+counted+1:
+				close(done)
+			}
+			time.Sleep(10 * time.Millisecond) // the work
+			return nil
+		}), &srq.ServeOpts{Weight: weight}))
+	}
+	w, err := srq.NewWorkerOf(srq.WorkerConfig{Concurrency: 16, Logger: quiet}, served...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("ran %d tasks, want %d", all.Load(), skip+counted+1)
+	}
+	stop()
+	for i, weight := range weights {
+		want := float64(weight) / 6
+		share := float64(counts[i].Load()) / counted
+		if math.Abs(share-want) > want/10 {
+			t.Errorf("queue %d of weight %d ran %d of %d tasks (%.3f), want %.3f ±10 %%", i, weight, counts[i].Load(), counted, share, want)
+		}
+	}
+}
+
 // queueOn returns a queue of c named after t with suffix, configured by cfg.
 func queueOn[T any](t *testing.T, c redis.UniversalClient, suffix string, cfg srq.QueueConfig) *srq.Queue[T] {
 	t.Helper()

@@ -64,7 +64,7 @@ type picker struct {
 	sources []*msource
 	vtime   float64       // the pass of the queue picked last
 	changed chan struct{} // closed, and replaced, when a shard becomes ready or idle
-	takers  int           // fetchers waiting in take for a ready shard, each holding a slot
+	takers  int           // fetchers waiting in take for a ready shard, each holding its fetch's slots
 }
 
 func (k *picker) notifyLocked() {
@@ -288,10 +288,10 @@ func (p *runner) waiterRun(ctx context.Context, k *picker, w *waiter) {
 }
 
 // runMulti runs the fetchers of a pool over several queues until ctx ends: two fetchers that take
-// turns by the picker, each holding a slot while it looks for a ready shard, and a waiter per
-// group of queues that can be waited for together. A fetch takes every free slot, and one that
-// begins while the other is under way first waits until it holds half of all slots (fetchFree), as
-// on a single queue of one shard. A shard's acks ride with its fetches while it is in the turns
+// turns by the picker, each holding its fetch's slots while it looks for a ready shard, and a
+// waiter per group of queues that can be waited for together. A fetch takes every free slot, and
+// one that begins while the other is under way first waits until it holds half of all slots
+// (fetchFree), as on a single queue of one shard; only then does it take the turn. A shard's acks ride with its fetches while it is in the turns
 // (mshard.ride), and go out by its acker while it is idle.
 func (p *runner) runMulti(ctx, handlerCtx context.Context, units chan []*job) {
 	k := &picker{changed: make(chan struct{})}
@@ -342,14 +342,22 @@ func (p *runner) multiFetchLoop(ctx, handlerCtx context.Context, units chan []*j
 			return
 		case <-p.slots:
 		}
-		sh := k.take(ctx)
-		if sh == nil {
-			p.slots <- struct{}{}
-			return
-		}
+		// The slots first, then the turn: the queue whose turn it is gets the fetch, whatever its
+		// size. Taking the turn first would give it to the fetcher that came with one slot, and
+		// the big fetch of the other fetcher, which gathers half of the slots meanwhile, to the
+		// queues after it: the queue at the front of the turns would get one task a fetch and
+		// fall behind its share for good.
 		n := 1 + p.grabSlots(cap(p.slots)-1)
 		if other := overlap.begin(); other != nil {
 			n = p.waitSlots(ctx, other, n)
+		}
+		sh := k.take(ctx)
+		if sh == nil {
+			for range n {
+				p.slots <- struct{}{}
+			}
+			overlap.end()
+			return
 		}
 		ds, nextDue, err := p.fetch(ctx, sh.eng, n)
 		for i := len(ds); i < n; i++ {
