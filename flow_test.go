@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 )
 
 type mail struct{ To, Subject string }
@@ -204,4 +205,53 @@ func TestFlowStepInOrderedPartition(t *testing.T) {
 	if want := []string{"first", "second", "step", "third"}; !slices.Equal(inU, want) {
 		t.Fatalf("partition u ran %v, want %v (all: %v)", inU, want, seen)
 	}
+}
+
+// TestFlowSnapshotIsConsistent: Queue.Flow's state and counts agree with the step states it lists
+// when the steps live in the flow's queue, also read while a step fails and its dependent is
+// cancelled (the record was once read before the steps, and a failed flow could show running with
+// a dead step).
+func TestFlowSnapshotIsConsistent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[order](t, srq.QueueConfig{})
+	w, err := srq.NewWorker(q, srq.HandlerFunc[order](func(ctx context.Context, t *srq.Task[order]) error {
+		if t.Step() == "a" {
+			return srq.Permanent(errors.New("boom"))
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	reads := 0
+	for n := range 20 {
+		id := fmt.Sprint("snap-", n)
+		a := q.Step("a", order{}, nil)
+		b := q.Step("b", order{}, nil).After(a)
+		if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: id, Steps: []*srq.Step{a, b}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			fi, err := q.Flow(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads++
+			ended := 0
+			for _, s := range fi.Steps {
+				if s.State == engine.StateDead || s.State == engine.StateCancelled || s.State == engine.StateSucceeded {
+					ended++
+				}
+			}
+			if (ended > 0) != (fi.State == srq.FlowFailed) || ended > fi.Succeeded+fi.Failed {
+				t.Fatalf("flow %s read as %s (succeeded %d, failed %d) with steps %+v", id, fi.State, fi.Succeeded, fi.Failed, fi.Steps)
+			}
+			if ended == 2 {
+				break
+			}
+		}
+	}
+	t.Logf("%d readings", reads)
 }

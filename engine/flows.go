@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -694,9 +695,14 @@ type FlowStepInfo struct {
 }
 
 // Flow reads flow fid, whose home is e (its first step's queue or shard), with the state of
-// every step: one call at the home and one per slot its steps live in (per 1,000 steps). It
-// fails with ErrNotFound when no such flow exists (never published, or past its retention), and
-// with the context's or Redis's error.
+// every step: one call at the home and one per slot its steps live in (per 1,000 steps), and
+// one more at the home to check that the flow's record did not change meanwhile. The state,
+// counts and step states it returns are then one snapshot for the steps that live at the home,
+// whose ends change the record in the same call; when the record changed, it reads the steps
+// again (up to flowReads times in all, then returns the last reading). A step elsewhere may show
+// its end before the record does: its end reaches the flow by a message. It fails with
+// ErrNotFound when no such flow exists (never published, or past its retention), and with the
+// context's or Redis's error.
 func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
 	if err := validID(fid, false); err != nil {
 		return FlowInfo{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -716,10 +722,40 @@ func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
 	if err := json.Unmarshal([]byte(def.Val()), &d); err != nil {
 		return FlowInfo{}, fmt.Errorf("srq: flow %s: its definition: %w", fid, err)
 	}
-	r := rec.Val()
-	info := FlowInfo{ID: fid, State: flowStates[r["S"]], Created: msTime(atoi64(r["c"])), Ended: msTime(atoi64(r["e"])),
-		Keep:      time.Duration(atoi64(r["k"])) * time.Millisecond,
-		Succeeded: int(atoi64(r["ok"])), Failed: int(atoi64(r["bad"])), FailedForGood: int(atoi64(r["fin"]))}
+	r, ended := rec.Val(), steps.Val()
+	for read := 1; ; read++ {
+		info, err := e.flowSteps(ctx, fid, &d, ended)
+		if err != nil {
+			return FlowInfo{}, err
+		}
+		pipe := e.client.Pipeline()
+		again := pipe.HGetAll(ctx, b+"f:"+fid)
+		againSteps := pipe.HGetAll(ctx, b+"fs:"+fid)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return FlowInfo{}, fmt.Errorf("srq: flow %s: %w", fid, err)
+		}
+		now := again.Val()
+		if len(now) == 0 { // it ended its retention meanwhile: the steps' reading stands alone
+			now = r
+		}
+		if maps.Equal(now, r) || read == flowReads {
+			info.State, info.Created, info.Ended = flowStates[r["S"]], msTime(atoi64(r["c"])), msTime(atoi64(r["e"]))
+			info.Keep = time.Duration(atoi64(r["k"])) * time.Millisecond
+			info.Succeeded, info.Failed, info.FailedForGood = int(atoi64(r["ok"])), int(atoi64(r["bad"])), int(atoi64(r["fin"]))
+			return info, nil
+		}
+		r, ended = now, againSteps.Val()
+	}
+}
+
+// flowReads bounds the readings of a flow's steps by Flow while its record keeps changing.
+const flowReads = 5
+
+// flowSteps reads the state of every step of flow fid, defined by d; ended is the flow's record
+// of how its steps ended (the fs: hash), for the steps whose record and outcome are gone. It
+// fills the returned FlowInfo's ID and Steps.
+func (e *Engine) flowSteps(ctx context.Context, fid string, d *flowDef, ended map[string]string) (FlowInfo, error) {
+	info := FlowInfo{ID: fid}
 	info.Steps = make([]FlowStepInfo, len(d.Steps))
 	byBase := map[string][]int{}
 	var order []string
@@ -754,7 +790,7 @@ func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
 				}
 				// Neither record nor outcome is left: the flow's record still knows how it ended.
 				st.State = StateSucceeded
-				if s := steps.Val()[st.Name]; s != "" && s[0] != 'o' {
+				if s := ended[st.Name]; s != "" && s[0] != 'o' {
 					st.State = StateCancelled
 				}
 			}
