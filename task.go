@@ -21,9 +21,10 @@ import (
 //   - Payload []byte: the encoded value; Headers map[string]string: the publish's headers (trace
 //     context travels there).
 //   - Crashes int: how often a lease of the task expired; LastError string: the reason its last
-//     failure gave, "" if none.
-//   - LeaseDeadline time.Time: when this delivery's lease ends, on this machine's clock (the
-//     worker extends it while the handler runs).
+//     failure gave ("lease expired" after a crash), "" if none.
+//   - LeaseDeadline time.Time: when the lease this delivery was fetched with ends, on this
+//     machine's clock. The worker extends the lease while the handler runs (the handler's context
+//     ends when the lease is lost); this field keeps the deadline of the fetch.
 //   - Queue string: the queue's name.
 //
 // Its methods: FlowID and Step name the flow and the step of a flow step ("" for another task),

@@ -60,6 +60,15 @@ func TestAttemptErrors(t *testing.T) {
 	if _, err := b.eng.Recover(b.ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Recovered and pending again, its last error is the newest of its errors.
+	if info, err := b.eng.Task(b.ctx, id); err != nil || info.LastError != "lease expired" || info.State != StatePending {
+		t.Fatalf("after a recovery: last error %q, state %s, %v; want lease expired, pending", info.LastError, info.State, err)
+	}
+	if d := one(); d.LastError != "lease expired" {
+		t.Fatalf("the delivery after a recovery: last error %q, want lease expired", d.LastError)
+	} else {
+		reject(Rejection{Receipt: d.Receipt(), NotAttempt: true}) // a snooze: it adds nothing
+	}
 	if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: one().Receipt(), Reason: "bad payload"}}); err != nil {
 		t.Fatal(err)
 	}

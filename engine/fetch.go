@@ -25,7 +25,7 @@ type Delivery struct {
 	Payload     []byte
 	Headers     map[string]string
 	Crashes     int    // how often a lease of this task expired
-	LastError   string // the reason given by the last reject, if any
+	LastError   string // the reason the last failed delivery gave ("lease expired" for a crash), if any
 	// LeaseDeadline is when the lease ends, on this machine's clock: the time the fetch was sent
 	// plus the lease, which is never later than the server's deadline.
 	LeaseDeadline time.Time

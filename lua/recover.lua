@@ -39,10 +39,15 @@ local function give_back(id, p, first)
   local attempts, max = tonumber(f[1]) or 0, tonumber(f[2]) or 0 -- deliveries ended before this one
   unlease(id, kt, p)
   redis.call('HINCRBY', kt, 'n', 1)
-  if first then note_error(kt, 'lease expired', (tonumber(f[1]) or 0) + 1, now) end
-  if counts ~= '0' and first then
-    attempts = attempts + 1
-    redis.call('HSET', kt, 'a', attempts)
+  if first then
+    -- Its delivery failed: the error joins its errors and is its last error, as a reject's is.
+    note_error(kt, 'lease expired', attempts + 1, now)
+    if counts ~= '0' then
+      attempts = attempts + 1
+      redis.call('HSET', kt, 'a', attempts, 'x', 'lease expired')
+    else
+      redis.call('HSET', kt, 'x', 'lease expired')
+    end
   end
   if max > 0 and attempts >= max then
     bury(id, kt, 'lease expired', now, maxcount, maxage)
