@@ -57,7 +57,8 @@ type Outcome struct {
 	// DeadLettered: the task went to the dead letters with LastError.
 	DeadLettered bool
 	LastError    string
-	// Attempts the task has used.
+	// Attempts the task has used, this run included when it counted: 1 for a task acked on its
+	// first run, 0 after a snooze (which uses none).
 	Attempts int
 }
 
@@ -97,8 +98,10 @@ func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts,
 		m.SetTime(published.AvailableAt)
 	}
 	var out Outcome
+	attempt := 0 // the run's attempt number
 	record := func(next srq.WorkFunc) srq.WorkFunc {
 		return func(ctx context.Context, d *srq.Delivery) error {
+			attempt = d.Attempt
 			out.Err = next(ctx, d)
 			return out.Err
 		}
@@ -115,7 +118,7 @@ func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts,
 	ti, err := q.Engine().Task(ctx, res.ID)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
-		out.Acked = true
+		out.Acked, out.Attempts = true, attempt
 		return out
 	case err != nil:
 		tb.Fatalf("srqtest: read the task back: %v", err)

@@ -27,7 +27,7 @@ func TestProcessOutcomes(t *testing.T) {
 		check func(t *testing.T, o srqtest.Outcome)
 	}{
 		{"ack", nil, nil, func(t *testing.T, o srqtest.Outcome) {
-			if !o.Acked || o.Err != nil {
+			if !o.Acked || o.Err != nil || o.Attempts != 1 {
 				t.Fatalf("%+v", o)
 			}
 		}},
