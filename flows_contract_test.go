@@ -78,7 +78,7 @@ func TestFlowReleasedStepDelayAndAt(t *testing.T) {
 }
 
 // The stream of a flow's home queue tells its moves: started, failed (a step died), running again
-// (that step was requeued), completed.
+// (that step was requeued), completed; the failure and the running again name that step.
 func TestFlowEvents(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -115,6 +115,11 @@ func TestFlowEvents(t *testing.T) {
 				t.Errorf("%s names %q, want the flow's id", ev.Kind, ev.ID)
 			}
 			got = append(got, string(ev.Kind))
+			// The failure and the running again name the step that failed and was requeued, not
+			// its dependent, cancelled and reopened with it.
+			if (ev.Kind == "flow_failed" || ev.Kind == "flow_running") && ev.Step != "a" {
+				t.Errorf("%s names step %q, want a", ev.Kind, ev.Step)
+			}
 		}
 		if ev.Kind == "flow_completed" {
 			break

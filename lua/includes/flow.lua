@@ -434,8 +434,9 @@ end
 -- all ended is kept for its retention from then on.
 -- flow_state sets flow fid's state (record kf) from its counts, ok and bad of n steps, as it was
 -- (was, and ended: whether it had ended), counts and reports the change (name is the step that made
--- it), and starts its retention (keep ms) when every step has ended, or stops it when one runs again.
-local function flow_state(fid, kf, n, ok, bad, keep, was, ended, name, now)
+-- it; requeued, when set, the step whose requeue made a failed flow run again), and starts its
+-- retention (keep ms) when every step has ended, or stops it when one runs again.
+local function flow_state(fid, kf, n, ok, bad, keep, was, ended, name, now, requeued)
   local state = ''
   if ok == n then state = 'o' elseif bad > 0 then state = 'x' end
   redis.call('HSET', kf, 'S', state)
@@ -447,7 +448,7 @@ local function flow_state(fid, kf, n, ok, bad, keep, was, ended, name, now)
       stat('flows_failed', 1)
       emit('flow_failed', fid, 's', name)
     elseif was ~= '' then
-      emit('flow_running', fid, 's', name)
+      emit('flow_running', fid, 's', requeued or name)
     end
   end
   if ok + bad == n then
@@ -475,12 +476,21 @@ local function flow_noted(fid, name, s, v, now)
   local d_fin = flow_final(s) - flow_final(old)
   if d_ok == 0 and d_bad == 0 and d_fin == 0 then return end
   local kf = k_flow(fid)
-  local f = redis.call('HMGET', kf, 'n', 'ok', 'bad', 'fin', 'S', 'k', 'e')
+  local f = redis.call('HMGET', kf, 'n', 'ok', 'bad', 'fin', 'S', 'k', 'e', 'q')
   local n = tonumber(f[1])
   local ok, bad, fin = (tonumber(f[2]) or 0) + d_ok, (tonumber(f[3]) or 0) + d_bad, (tonumber(f[4]) or 0) + d_fin
-  redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin)
+  -- A failed step that runs again was requeued: the flow remembers it ('q'), as the step its
+  -- running again is told for, whichever note (its own, or a dependent it reopened) ends the
+  -- failure.
+  local requeued = f[8]
+  if (old == 'x' or old == 'X') and flow_bad(s) == 0 then
+    requeued = name
+    redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin, 'q', name)
+  else
+    redis.call('HSET', kf, 'ok', ok, 'bad', bad, 'fin', fin)
+  end
   if f[5] == 'p' then return end -- being published: the commit sets its state from the counts
-  flow_state(fid, kf, n, ok, bad, tonumber(f[6]), f[5] or '', f[7], name, now)
+  flow_state(fid, kf, n, ok, bad, tonumber(f[6]), f[5] or '', f[7], name, now, requeued)
 end
 
 -- flow_open releases the first steps of flow fid in this slot, held since the publish wrote them
