@@ -101,14 +101,22 @@ func webAuthFrom(user, passwordFile string) (webAuth, error) {
 }
 
 // wrap asks every request for the account's user and password (HTTP basic auth), comparing in
-// constant time, and answers 401 with a challenge otherwise.
-func (a webAuth) wrap(next http.Handler) http.Handler {
+// constant time, and answers 401 with a challenge otherwise, logging the refusal to log at Info
+// (as the dashboard logs its own refusals).
+func (a webAuth) wrap(next http.Handler, log *slog.Logger) http.Handler {
 	wantUser, wantPass := sha256.Sum256([]byte(a.user)), sha256.Sum256([]byte(a.password))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, _ := r.BasicAuth()
 		gotUser, gotPass := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
 		if subtle.ConstantTimeCompare(gotUser[:], wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], wantPass[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="srq", charset="UTF-8"`)
+			reason := "no credentials"
+			if user != "" || pass != "" {
+				reason = "wrong user or password"
+			}
+			log.LogAttrs(r.Context(), slog.LevelInfo, "srq web: request refused by basic auth",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr),
+				slog.Int("status", http.StatusUnauthorized), slog.String("error", reason))
 			http.Error(w, http.StatusText(http.StatusUnauthorized), http.StatusUnauthorized)
 			return
 		}
@@ -147,7 +155,7 @@ func (c *cli) web(args []string) error {
 	mux := http.NewServeMux()
 	var handler http.Handler = mux
 	if auth.user != "" {
-		handler = auth.wrap(mux)
+		handler = auth.wrap(mux, logger)
 	}
 	if handler, err = web.RestrictHosts(handler, allowed, logger); err != nil {
 		return usagef("--allowed-host: %s", strings.TrimPrefix(err.Error(), "srq web: "))

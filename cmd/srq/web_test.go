@@ -214,6 +214,16 @@ func TestWebRefusesPublicMutations(t *testing.T) {
 	if !strings.Contains(w.stderr.String(), `basic auth as user "ops"`) || strings.Contains(w.stderr.String(), "s3cret") {
 		t.Errorf("srq web with basic auth said:\n%s", w.stderr.String())
 	}
+	// Each refusal is logged, one line each.
+	for _, want := range []string{`srq web: request refused by basic auth" method=GET path=/metrics`, "status=401 error=\"no credentials\"", `error="wrong user or password"`} {
+		if !strings.Contains(w.stderr.String(), want) {
+			t.Errorf("srq web did not log %q:\n%s", want, w.stderr.String())
+		}
+	}
+	if n := strings.Count(w.stderr.String(), "refused by basic auth"); n != 8 {
+		t.Errorf("%d refusals logged, want 8 (4 paths, twice each)", n)
+	}
+
 	code, _, errOut = f.run("", "web", "--user", "ops")
 	if code != 2 || !strings.Contains(errOut, "SRQ_WEB_PASSWORD") {
 		t.Errorf("--user without a password: exit %d, %q", code, errOut)
