@@ -163,20 +163,22 @@ func registerQueueGauges(m metric.Meter, in *inspect.Inspector, queues []string,
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		names := queues
+		var errs []error
 		if names == nil {
 			qs, err := in.Queues(ctx)
 			if err != nil {
 				return fmt.Errorf("srq web: metrics: %w", err)
 			}
 			for _, q := range qs {
-				// As /api/stats does: a queue whose stored shard count is unusable (QueueInfo.Err)
-				// has no stats to read, and would fail every scrape; the overview shows its error.
-				if q.Err == nil {
-					names = append(names, q.Name)
+				// A queue whose stored shard count is unusable (QueueInfo.Err) has no stats to
+				// read: it is left out, and its error reported, as a queue whose stats fail.
+				if q.Err != nil {
+					errs = append(errs, fmt.Errorf("srq web: metrics of queue %q: %w", q.Name, q.Err))
+					continue
 				}
+				names = append(names, q.Name)
 			}
 		}
-		var errs []error
 		for _, name := range names {
 			st, err := in.Stats(ctx, name)
 			if err != nil {

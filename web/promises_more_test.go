@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/srqueue/srq"
+	"github.com/srqueue/srq/engine"
 	"github.com/srqueue/srq/inspect"
 	"github.com/srqueue/srq/internal/redistest"
 	"github.com/srqueue/srq/web"
@@ -73,6 +74,10 @@ func TestPromiseMetricsUnreadableQueueLeftOut(t *testing.T) {
 			}
 		}
 	}
+	// And a queue whose registered shard count is unusable: no stats to read either.
+	if err := c.HSet(ctx, engine.RegistryKey(prefix), "badcount", "abc").Err(); err != nil {
+		t.Fatal(err)
+	}
 	m := newMetricsOf(t, c, prefix)
 
 	h := &promiseOtelErrors{armed: true}
@@ -93,17 +98,21 @@ func TestPromiseMetricsUnreadableQueueLeftOut(t *testing.T) {
 	if !strings.Contains(body, `srq_queue_pending{messaging_destination_name="good"} 1`) {
 		t.Errorf("the readable queue is not reported:\n%s", body)
 	}
-	if strings.Contains(body, `messaging_destination_name="broken"`) {
-		t.Errorf("the unreadable queue is reported:\n%s", body)
+	for _, q := range []string{"broken", "badcount"} {
+		if strings.Contains(body, `messaging_destination_name="`+q+`"`) {
+			t.Errorf("the unreadable queue %s is reported:\n%s", q, body)
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	found := false
-	for _, err := range h.errs {
-		found = found || strings.Contains(err.Error(), `metrics of queue "broken"`)
-	}
-	if !found {
-		t.Errorf("OpenTelemetry's error handler got %v, want the error of queue broken", h.errs)
+	for _, q := range []string{"broken", "badcount"} {
+		found := false
+		for _, err := range h.errs {
+			found = found || strings.Contains(err.Error(), `metrics of queue "`+q+`"`)
+		}
+		if !found {
+			t.Errorf("OpenTelemetry's error handler got %v, want the error of queue %s", h.errs, q)
+		}
 	}
 }
 
