@@ -187,6 +187,15 @@ func TestEventsNameShardOnShardedQueue(t *testing.T) {
 	if len(lines) != 2 || !shards["shard=0"] || !shards["shard=1"] {
 		t.Errorf("events of a queue of two shards:\n%s", strings.Join(lines, "\n"))
 	}
+	// On a sharded queue, --from takes one position per shard: an event's single position from
+	// --json is refused (exit 2), the positions joined by commas are taken.
+	first := decodeStrict[jsonEvent](t, strings.SplitN(f.ok("", "--queue", "sh", "--json", "events", "--limit", "1"), "\n", 2)[0])
+	if code, _, errOut := f.run("", "--queue", "sh", "events", "--from", first.Position); code != 2 || !strings.Contains(errOut, "2 shards") {
+		t.Errorf("--from one position on a queue of two shards: exit %d, %q; want exit 2", code, errOut)
+	}
+	if code, out, errOut := f.run("", "--queue", "sh", "events", "--from", "0-0,0-0"); code != 0 || strings.Count(out, "published") != 2 {
+		t.Errorf("--from a position per shard: exit %d\n%s%s", code, out, errOut)
+	}
 	g, eng := eventsFixture(t)
 	if _, err := eng.Publish(g.ctx, []engine.Message{{ID: "one"}}); err != nil {
 		t.Fatal(err)
