@@ -32,6 +32,13 @@ func TestRequeueAndPurge(t *testing.T) {
 	if task, err := b.in.Task(b.ctx, name, a[0]); err != nil || task.State != "pending" {
 		t.Errorf("requeued task: %v %v", task.State, err)
 	}
+	// A letter that is no longer dead (requeued meanwhile, from another page) is not counted.
+	for _, action := range []string{"requeue", "purge"} {
+		r := b.post(action, url.Values{"q": {name}, "scope": {"selected"}, "id": {a[0]}})
+		if page := b.follow(action, r); r.status != http.StatusSeeOther || !strings.Contains(page, "d 0 dead letters.") {
+			t.Errorf("%s of a letter no longer dead: %d\n%s", action, r.status, page)
+		}
+	}
 	// By filter: the filter stays on the page it sends back to.
 	r := b.post("purge", url.Values{"q": {name}, "scope": {"filter"}, "error": {"refused"}})
 	if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "./dead?") || !strings.Contains(loc, "error=refused") {

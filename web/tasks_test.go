@@ -144,6 +144,11 @@ func TestTasksPage(t *testing.T) {
 	if !strings.Contains(page, "is running: its worker cancels its handler") || !strings.Contains(page, `id="tab-inflight" href="./inflight?q=`+name+`" class="current"`) {
 		t.Errorf("after a cancel of a running task:\n%s", page)
 	}
+	// A task that ended with its outcome kept: cancelled, a second cancel finds it ended (409).
+	pub("kept", srq.PublishOpts{Partition: "kept", Delay: time.Hour, KeepResult: time.Hour})
+	if r := b.post("cancel-tasks", url.Values{"q": {q.Name()}, "id": {"kept"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("cancel of a pending task: %d", r.status)
+	}
 	for _, bad := range []struct {
 		path string
 		form url.Values
@@ -151,6 +156,8 @@ func TestTasksPage(t *testing.T) {
 	}{
 		{"cancel-tasks", url.Values{"q": {q.Name()}}, http.StatusBadRequest},
 		{"run-now", url.Values{"q": {q.Name()}, "id": {"nope"}}, http.StatusNotFound},
+		{"cancel-tasks", url.Values{"q": {q.Name()}, "id": {"nope"}}, http.StatusNotFound},
+		{"cancel-tasks", url.Values{"q": {q.Name()}, "id": {"kept"}}, http.StatusConflict}, // ended, its outcome kept
 	} {
 		if r := b.post(bad.path, bad.form); r.status != bad.want {
 			t.Errorf("POST %s %v: %d, want %d", bad.path, bad.form, r.status, bad.want)
