@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -149,5 +150,26 @@ func TestPromisePromotionChunk(t *testing.T) {
 	}
 	if n := card(); n != parts-64-84 {
 		t.Fatalf("after a fetch of 21, sched holds %d, want %d: max(64, 4·21) = 84 promoted", n, parts-64-84)
+	}
+}
+
+// TestPromiseOutcomeGoneAtItsRetention: docs/lifecycle.md "A kept outcome ... is gone for its
+// readers when its retention ends": an outcome kept 100 ms is read before that, and is not found
+// after it, though no later call has written an outcome (which is what deletes its keys).
+func TestPromiseOutcomeGoneAtItsRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	id := b.publish(Message{KeepOutcome: 100 * time.Millisecond})[0]
+	b.ack(b.fetch("c", 1)...)
+	o, err := b.eng.Outcome(b.ctx, id)
+	if err != nil || o.State != StateSucceeded {
+		t.Fatalf("outcome within its retention: %+v, %v", o, err)
+	}
+	b.waitServerPast(o.Ended.Add(100 * time.Millisecond))
+	if o, err := b.eng.Outcome(b.ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("outcome past its retention: %+v, %v; want ErrNotFound", o, err)
+	}
+	if n, err := b.client.Exists(b.ctx, b.eng.Keys().Outcome(id)).Result(); err != nil || n != 1 {
+		t.Fatalf("the outcome's key: %d, %v; want it still there, as nothing wrote an outcome since", n, err)
 	}
 }

@@ -14,9 +14,10 @@
 -- @include common
 -- @include outcome
 
+local now = now_ms()
 local res = {}
 for i = 3, #ARGV do
-  local o = outcome_of(ARGV[i])
+  local o = outcome_of(ARGV[i], now)
   if not o then
     o = NOTFOUND
   elseif ARGV[2] == '1' then

@@ -68,9 +68,11 @@ local function outcome_put(id, s, v, e, keep, waiter, now)
   if outcome_more ~= false then outcome_more = outcome_prune(now, OUTCOME_PRUNE) end
 end
 
--- outcome_of returns what became of task id, as outcome.lua returns it: {state, ended ms, result,
--- error}, or nil when the task does not exist and no outcome of it is kept.
-local function outcome_of(id)
+-- outcome_of returns what became of task id at time now, as outcome.lua returns it: {state,
+-- ended ms, result, error}, or nil when the task does not exist and no outcome of it is kept: an
+-- outcome past its retention (its score in outs at or before now), which a later outcome write
+-- deletes, is not kept any more.
+local function outcome_of(id, now)
   local rec = redis.call('HMGET', k_task(id), 'S', 'p', 'x')
   if rec[2] and rec[1] ~= 'd' then
     if rec[1] == 'w' then return {'waiting', 0, '', ''} end
@@ -79,7 +81,14 @@ local function outcome_of(id)
     return {'pending', 0, '', ''}
   end
   local o = redis.call('HMGET', k_outcome(id), 's', 'f', 'v', 'e')
-  if o[1] then return {o[1], tonumber(o[2]), o[3] or '', o[4] or ''} end
+  if o[1] then
+    -- A score that is no number is "inf": kept until a flow lets it go.
+    local until_ms = redis.call('ZSCORE', k_outs(), id)
+    until_ms = until_ms and tonumber(until_ms)
+    if not until_ms or until_ms > now then
+      return {o[1], tonumber(o[2]), o[3] or '', o[4] or ''}
+    end
+  end
   if rec[2] then return {'dead', 0, '', rec[3] or ''} end
   return nil
 end
