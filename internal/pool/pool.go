@@ -297,10 +297,10 @@ func (p *Pool) Run(ctx context.Context) error {
 			// Handlers that returned may still be settling their tasks (a reject, a hand-back),
 			// which takes long only when Redis does: say which of the two holds shutdown up.
 			if n := r.inHandler.Load(); n > 0 {
-				p.cfg.Logger.Warn("shutdown timeout: cancelling running handlers", "timeout", p.cfg.ShutdownTimeout, "running", n)
+				p.cfg.Logger.Warn("shutdown timeout: cancelling running handlers", "timeout", max(p.cfg.ShutdownTimeout, 0), "running", n)
 			} else {
 				p.cfg.Logger.Warn("shutdown timeout: no handler running; waiting for Redis to settle their tasks",
-					"timeout", p.cfg.ShutdownTimeout)
+					"timeout", max(p.cfg.ShutdownTimeout, 0))
 			}
 			stopHandlers(p.cfg.Shutdown)
 		}
