@@ -291,8 +291,9 @@ func (p *runner) waiterRun(ctx context.Context, k *picker, w *waiter) {
 // turns by the picker, each holding its fetch's slots while it looks for a ready shard, and a
 // waiter per group of queues that can be waited for together. A fetch takes every free slot, and
 // one that begins while the other is under way first waits until it holds half of all slots
-// (fetchFree), as on a single queue of one shard; only then does it take the turn. A shard's acks ride with its fetches while it is in the turns
-// (mshard.ride), and go out by its acker while it is idle.
+// (fetchFree), as on a single queue of one shard; only then does it take the turn. A shard's acks
+// ride with its fetches while it is in the turns (mshard.ride), and go out by its acker while it
+// is idle.
 func (p *runner) runMulti(ctx, handlerCtx context.Context, units chan []*job) {
 	k := &picker{changed: make(chan struct{})}
 	var waiters []*waiter
