@@ -583,6 +583,29 @@ func TestDataModelTaskRecordAndPendingMember(t *testing.T) {
 	}
 }
 
+// §2, t: an ordered task's available-at is "never changed otherwise ... after publish (its reject,
+// recovery or hand-back, and those of the tasks taken back with it, write t with the value it had:
+// c when it had none)".
+func TestDataModelOrderedRejectWritesTheSameAvailableAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	k := b.eng.Keys()
+	ids := b.publish(Message{Partition: "!o"}, Message{Partition: "!o"})
+	ds := b.fetch("c", 2)
+	if len(ds) != 2 {
+		t.Fatalf("fetched %d", len(ds))
+	}
+	if res, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: ds[0].Receipt(), Delay: time.Minute}}); err != nil || res[0].Err != nil {
+		t.Fatalf("reject: %+v, %v", res, err)
+	}
+	for _, id := range ids { // the rejected task and the one taken back with it
+		rec := b.client.HMGet(b.ctx, k.Task(id), "t", "c").Val()
+		if rec[0] == nil || rec[0] != rec[1] {
+			t.Fatalf("record of %s after the reject: t %v, c %v; want t written, equal to c", id, rec[0], rec[1])
+		}
+	}
+}
+
 // §1, l:<p>: "each id is removed by ack (only for a lease marked tracked in leases ...)"; §6:
 // "Tasks leased before the limit was set are not in the set, are not marked tracked, and do not
 // count": the ack of such a lease releases nothing, the ack of a tracked one does.
