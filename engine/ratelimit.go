@@ -7,7 +7,8 @@ import (
 )
 
 // Rate is a rate limit: Limit units per Per, with bursts of up to Burst units (default 1: evenly
-// spaced).
+// spaced). Allow takes a Limit of at least 1 and a Per of at least 1ms (the zero Rate is invalid
+// there; middleware.RateLimit reads it as no limit and asks nothing).
 type Rate struct {
 	Limit int
 	Per   time.Duration
