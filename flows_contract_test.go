@@ -129,3 +129,46 @@ func TestFlowEvents(t *testing.T) {
 		t.Fatalf("flow events %v, want %v", got, want)
 	}
 }
+
+// TestFlowGoneAfterItsRetention: once Flow.Keep has passed after the flow ended, Queue.Flow does
+// not find it and its id publishes a new flow, with no worker running to prune it (the flow ran
+// with RunOnce).
+func TestFlowGoneAfterItsRetention(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error { return nil }),
+		srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow := func() *srq.Flow {
+		return &srq.Flow{ID: "brief", Keep: 300 * time.Millisecond, Steps: []*srq.Step{q.Step("a", "a", nil)}}
+	}
+	if _, err := srq.PublishFlow(ctx, flow()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce: %d, %v", n, err)
+	}
+	fi, err := q.Flow(ctx, "brief")
+	if err != nil || fi.State != srq.FlowCompleted {
+		t.Fatalf("the flow within its retention: %+v, %v", fi, err)
+	}
+	if r, err := srq.PublishFlow(ctx, flow()); err != nil || !r.Duplicate {
+		t.Fatalf("publish within its retention: %+v, %v; want a duplicate", r, err)
+	}
+	waitFor(t, "the flow's retention to end", func() bool {
+		_, err := q.Flow(ctx, "brief")
+		return errors.Is(err, srq.ErrNotFound)
+	})
+	if time.Since(fi.Ended) < 300*time.Millisecond-50*time.Millisecond {
+		t.Errorf("the flow was gone %v after it ended, before its Keep of 300ms", time.Since(fi.Ended))
+	}
+	if r, err := srq.PublishFlow(ctx, flow()); err != nil || r.Duplicate {
+		t.Fatalf("publish past its retention: %+v, %v; want a new flow", r, err)
+	}
+	if fi, err := q.Flow(ctx, "brief"); err != nil || fi.State != srq.FlowRunning {
+		t.Fatalf("the new flow: %+v, %v; want it running", fi, err)
+	}
+}

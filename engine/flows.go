@@ -701,8 +701,8 @@ type FlowStepInfo struct {
 // whose ends change the record in the same call; when the record changed, it reads the steps
 // again (up to flowReads times in all, then returns the last reading). A step elsewhere may show
 // its end before the record does: its end reaches the flow by a message. It fails with
-// ErrNotFound when no such flow exists (never published, or past its retention), and with the
-// context's or Redis's error.
+// ErrNotFound when no such flow exists (never published, or past its retention on the server's
+// clock, also before a recovery round deleted its keys), and with the context's or Redis's error.
 func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
 	if err := validID(fid, false); err != nil {
 		return FlowInfo{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -712,11 +712,17 @@ func (e *Engine) Flow(ctx context.Context, fid string) (FlowInfo, error) {
 	rec := pipe.HGetAll(ctx, b+"f:"+fid)
 	steps := pipe.HGetAll(ctx, b+"fs:"+fid)
 	def := pipe.Get(ctx, b+"fd:"+fid)
+	clock := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return FlowInfo{}, fmt.Errorf("srq: flow %s: %w", fid, err)
 	}
 	if len(rec.Val()) == 0 {
 		return FlowInfo{}, fmt.Errorf("%w: flow %s", ErrNotFound, fid)
+	}
+	// An ended flow past its retention is gone, whether or not a recovery round (flow_prune)
+	// deleted its keys yet.
+	if e := rec.Val()["e"]; e != "" && atoi64(e)+atoi64(rec.Val()["k"]) <= clock.Val().UnixMilli() {
+		return FlowInfo{}, fmt.Errorf("%w: flow %s (its retention ended)", ErrNotFound, fid)
 	}
 	var d flowDef
 	if err := json.Unmarshal([]byte(def.Val()), &d); err != nil {

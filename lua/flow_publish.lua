@@ -101,6 +101,10 @@ local function started()
   emit('flow_started', fid)
 end
 
+-- A flow of this id whose retention has ended is gone, whether or not a recovery round forgot it
+-- yet (flow_prune): it is forgotten now, and the id is free.
+if mode == 'all' or mode == 'claim' then flow_prune(now, 1, fid) end
+
 local res = OK
 if mode == 'all' then
   local names = {}

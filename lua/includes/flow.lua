@@ -365,11 +365,17 @@ local function flow_signal(cid, pname, s, v, e, now, d)
   if st == 'w' and b == 0 and r == 0 then flow_release(cid, kt, now) end
 end
 
--- flow_prune forgets up to n ended flows whose home is here and whose retention has ended, with
--- their steps' outcomes, which their slots keep until then (task_end): a message ('x') to each
--- slot names its steps, 500 at a time.
-local function flow_prune(now, n)
-  local old = redis.call('ZRANGEBYSCORE', k_flows_end(), '-inf', int(now), 'LIMIT', '0', n)
+-- flow_prune forgets up to n ended flows whose home is here and whose retention has ended, or,
+-- given fid, that flow when its retention has ended, with their steps' outcomes, which their
+-- slots keep until then (task_end): a message ('x') to each slot names its steps, 500 at a time.
+local function flow_prune(now, n, fid)
+  local old
+  if fid then
+    local until_ms = redis.call('ZSCORE', k_flows_end(), fid)
+    old = until_ms and tonumber(until_ms) <= now and {fid} or {}
+  else
+    old = redis.call('ZRANGEBYSCORE', k_flows_end(), '-inf', int(now), 'LIMIT', '0', n)
+  end
   if #old == 0 then return end
   local keys = {}
   for i = 1, #old do
