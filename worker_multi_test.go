@@ -112,7 +112,10 @@ func TestMultiQueueWeights(t *testing.T) {
 // TestMultiQueueWeightsSlowHandlers: with handlers that take a while, so that slots come back one
 // at a time and the worker's two fetchers overlap, queues of weights 3:2:1 still run their tasks
 // in those shares, within ±10 % of each, whatever their order in NewWorkerOf (the queue at the
-// front of the turns once got one task a fetch and fell far behind its share).
+// front of the turns once got one task a fetch and fell far behind its share: 8 % for its 33 %).
+// On the embedded Redis, whose calls under -race beside the suite take about as long as the
+// handlers, fetches stay small and the shares wander more (that defect does not show there): the
+// test allows ±25 % there, and catches the defect on a redis-server.
 func TestMultiQueueWeightsSlowHandlers(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -148,11 +151,15 @@ func TestMultiQueueWeightsSlowHandlers(t *testing.T) {
 		t.Fatalf("ran %d tasks, want %d", all.Load(), skip+counted+1)
 	}
 	stop()
+	tolerance := 0.10
+	if !redistest.Shared(t).Real() {
+		tolerance = 0.25
+	}
 	for i, weight := range weights {
 		want := float64(weight) / 6
 		share := float64(counts[i].Load()) / counted
-		if math.Abs(share-want) > want/10 {
-			t.Errorf("queue %d of weight %d ran %d of %d tasks (%.3f), want %.3f ±10 %%", i, weight, counts[i].Load(), counted, share, want)
+		if math.Abs(share-want) > want*tolerance {
+			t.Errorf("queue %d of weight %d ran %d of %d tasks (%.3f), want %.3f ±%.0f %%", i, weight, counts[i].Load(), counted, share, want, 100*tolerance)
 		}
 	}
 }
