@@ -98,15 +98,29 @@ func TestMultiQueueWeights(t *testing.T) {
 		t.Fatalf("ran %d tasks, want %d", all.Load(), total)
 	}
 	stop()
-	got := snap[0] + snap[1] + snap[2]
-	for i, weight := range []float64{3, 2, 1} {
-		want := weight / 6
-		share := float64(snap[i]) / float64(got)
-		if math.Abs(share-want) > want/10 {
-			t.Errorf("queue %d of weight %v ran %d of %d tasks (%.3f), want %.3f ±10 %%", i, weight, snap[i], got, share, want)
+	checkShares(t, snap[:], []int{3, 2, 1}, 0.10)
+}
+
+// checkShares fails t unless each queue's count of ran is its weight's share of them all, within
+// tolerance (a fraction of that share).
+func checkShares(t *testing.T, ran []int64, weights []int, tolerance float64) {
+	t.Helper()
+	var all int64
+	for _, n := range ran {
+		all += n
+	}
+	sum := 0
+	for _, w := range weights {
+		sum += w
+	}
+	for i, weight := range weights {
+		want := float64(weight) / float64(sum)
+		share := float64(ran[i]) / float64(all)
+		if math.Abs(share-want) > want*tolerance {
+			t.Errorf("queue %d of weight %d ran %d of %d tasks (%.3f), want %.3f ±%.0f %%", i, weight, ran[i], all, share, want, 100*tolerance)
 		}
 	}
-	t.Logf("ran %v of %d", snap, got)
+	t.Logf("ran %v of %d", ran, all)
 }
 
 // TestMultiQueueWeightsSlowHandlers: with handlers that take a while, so that slots come back one
@@ -155,13 +169,11 @@ func TestMultiQueueWeightsSlowHandlers(t *testing.T) {
 	if !redistest.Shared(t).Real() {
 		tolerance = 0.25
 	}
-	for i, weight := range weights {
-		want := float64(weight) / 6
-		share := float64(counts[i].Load()) / counted
-		if math.Abs(share-want) > want*tolerance {
-			t.Errorf("queue %d of weight %d ran %d of %d tasks (%.3f), want %.3f ±%.0f %%", i, weight, counts[i].Load(), counted, share, want, 100*tolerance)
-		}
+	ran := make([]int64, len(counts))
+	for i := range counts {
+		ran[i] = counts[i].Load()
 	}
+	checkShares(t, ran, weights, tolerance)
 }
 
 // queueOn returns a queue of c named after t with suffix, configured by cfg.
