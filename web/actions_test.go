@@ -222,8 +222,8 @@ func TestTrustedOrigin(t *testing.T) {
 	if r.status != http.StatusSeeOther {
 		t.Errorf("trusted origin: %d, want 303", r.status)
 	}
-	if _, err := NewHandler(b.in, Config{TrustedOrigins: []string{"not a url"}}); err == nil {
-		t.Error("a malformed trusted origin was accepted")
+	if _, err := NewHandler(b.in, Config{TrustedOrigins: []string{"not a url"}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("a malformed trusted origin: %v, want an error wrapping ErrInvalid", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/srqueue/srq/engine"
 )
 
 // csrf protects mutating requests twice: the browser's own cross-origin signals (Sec-Fetch-Site,
@@ -51,7 +53,7 @@ func newCSRF(secret []byte, ttl time.Duration, trusted []string) (*csrf, error) 
 	origin := http.NewCrossOriginProtection()
 	for _, o := range trusted {
 		if err := origin.AddTrustedOrigin(o); err != nil {
-			return nil, fmt.Errorf("srq web: trusted origin: %w", err)
+			return nil, fmt.Errorf("srq web: %w: trusted origin: %w", engine.ErrInvalid, err)
 		}
 	}
 	return &csrf{secret: secret, ttl: ttl, origin: origin, now: time.Now}, nil
