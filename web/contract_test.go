@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -254,6 +255,28 @@ func TestMetricsNextToOwnRegistry(t *testing.T) {
 		}
 		if v := value(samples["srq_queue_pending"], q.Name()); v != 3 {
 			t.Errorf("%s: srq_queue_pending of %s = %v, want 3", name, q.Name(), v)
+		}
+	}
+}
+
+// TestPromiseAPIErrors: docs/operations.md "A GET of api/stats or api/events that fails answers
+// {"error": string} with 400, 404 or 500; any other path under api/, or another method than GET,
+// gets the dashboard's HTML 404."
+func TestPromiseAPIErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	for path, status := range map[string]int{"api/stats?q=nosuch": 404, "api/events?q=nosuch": 404, "api/events?q=x&limit=0": 400} {
+		r := b.get(path)
+		var body struct {
+			Error string `json:"error"`
+		}
+		if r.status != status || json.Unmarshal([]byte(r.body), &body) != nil || body.Error == "" {
+			t.Errorf("GET %s: %d %q, want %d with an error in JSON", path, r.status, r.body, status)
+		}
+	}
+	for _, r := range []response{b.get("api/nope"), b.post("api/stats", url.Values{})} {
+		if r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+			t.Errorf("an unknown API path or method: %d %q, want the HTML 404", r.status, r.header.Get("Content-Type"))
 		}
 	}
 }
