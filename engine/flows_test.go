@@ -445,3 +445,28 @@ func TestFlowDuplicateWhileRunning(t *testing.T) {
 		t.Fatalf("again: duplicate %v, %v", dup, err)
 	}
 }
+
+// TestUnreleasedStepHasNoAvailableAt: a flow step its parents have not released has no
+// available-at yet: Task reports the zero time, not the Unix epoch its record's 0 stands for,
+// also once a failed parent holds it cancelled.
+func TestUnreleasedStepHasNoAvailableAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	if dup, err := PublishFlow(b.ctx, &FlowSpec{ID: "f", Steps: []FlowStep{b.step("a"), b.step("b", "a")}}); err != nil || dup {
+		t.Fatalf("publish: %v %v", dup, err)
+	}
+	check := func(when string) {
+		t.Helper()
+		info, err := b.eng.Task(b.ctx, StepID("f", "b"))
+		if err != nil || !info.AvailableAt.IsZero() {
+			t.Fatalf("%s: the step's available-at %v, %v; want the zero time", when, info.AvailableAt, err)
+		}
+	}
+	check("waiting for its parent")
+	b.runOnce("a")
+	check("held cancelled by its failed parent")
+	// Held, it has no end either (a requeue of its parent runs it again).
+	if st := b.flow("f").Steps[1]; st.State != StateCancelled || !st.Ended.IsZero() {
+		t.Fatalf("the held step in Flow: %+v; want cancelled with no end", st)
+	}
+}

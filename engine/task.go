@@ -153,6 +153,7 @@ func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 	}
 	t := TaskInfo{ID: id}
 	var refs taskRefs
+	unreleased := false
 	if lease > 0 {
 		t.LeaseEnds = time.UnixMilli(lease)
 	}
@@ -165,11 +166,14 @@ func (e *Engine) Task(ctx context.Context, id string) (TaskInfo, error) {
 		if err := t.set(k, v, &refs); err != nil {
 			return TaskInfo{}, fmt.Errorf("srq: task %s: field %s: %w", id, k, err)
 		}
+		// A flow step that has not been released has the available-at 0: none yet (its parents
+		// decide it), which AvailableAt's zero time says.
+		unreleased = unreleased || (k == "t" && v == "0")
 	}
 	if t.State == "" {
 		t.State = StatePending // a pending task's record has no state field
 	}
-	if t.AvailableAt.IsZero() {
+	if t.AvailableAt.IsZero() && !unreleased {
 		t.AvailableAt = t.EnqueuedAt // a task available when it was published has no available-at field
 	}
 	t.finish(refs, e.cfg.Queue)
@@ -226,7 +230,9 @@ func (t *TaskInfo) set(k, v string, refs *taskRefs) error {
 	case "s":
 		t.Sequence = padSequence(v)
 	case "t":
-		t.AvailableAt = time.UnixMilli(int64(atoi(v)))
+		if v != "0" {
+			t.AvailableAt = time.UnixMilli(int64(atoi(v)))
+		}
 	case "c":
 		t.EnqueuedAt = time.UnixMilli(int64(atoi(v)))
 	case "a":

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -398,3 +399,43 @@ type (
 		Progress json.RawMessage `json:"progress"`
 	}
 )
+
+// TestOperatorEvents: docs/cli.md "Operator changes made through srq to tasks (dead requeue, dead
+// purge, cancel) write their events (requeued, purged, cancelled) ...; pause and resume write none."
+func TestOperatorEvents(t *testing.T) {
+	t.Parallel()
+	f, eng := eventsFixture(t)
+	if _, err := eng.Publish(f.ctx, []engine.Message{{ID: "x", Partition: "p"}, {ID: "y", Partition: "p"}, {ID: "z", Partition: "p"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := eng.Fetch(f.ctx, "c", 2, time.Minute)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("fetch: %d, %v", len(ds), err)
+	}
+	var fs []engine.Failure
+	for _, d := range ds {
+		fs = append(fs, engine.Failure{Receipt: d.Receipt(), Reason: "x"})
+	}
+	if _, err := eng.Kill(f.ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+	kinds := func() []string {
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(f.ok("", "--queue", "ev", "--json", "events", "--from", "0", "--limit", "500")), "\n") {
+			out = append(out, decodeStrict[jsonEvent](t, l).Kind)
+		}
+		return out
+	}
+	before := len(kinds())
+	f.ok("", "--queue", "ev", "pause", "--partition", "p")
+	f.ok("", "--queue", "ev", "resume", "--partition", "p")
+	if got := kinds(); len(got) != before {
+		t.Errorf("pause and resume wrote events: %v", got[before:])
+	}
+	f.ok("", "--queue", "ev", "dead", "requeue", ds[0].ID)
+	f.ok("", "--queue", "ev", "dead", "purge", ds[1].ID)
+	f.ok("y\n", "--queue", "ev", "cancel", "z")
+	if got := kinds()[before:]; !slices.Equal(got, []string{"requeued", "purged", "cancelled"}) {
+		t.Errorf("requeue, purge and cancel wrote %v", got)
+	}
+}

@@ -383,6 +383,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown queue", "", []string{"--queue", "nosuch", "stats"}, 1, "srq queues"},
 		{"bad order", "", []string{"--queue", "q", "partitions", "--by", "size"}, 2, "want depth, age, paused or held"},
 		{"limit too big", "", []string{"--queue", "q", "partitions", "--limit", "100000"}, 2, "outside"},
+		{"negative watch count", "", []string{"--queue", "q", "watch", "--count", "-1"}, 2, "--count -1 is negative"},
 		{"bad cursor", "", []string{"--queue", "q", "dead", "list", "--cursor", "zz"}, 2, "start again with an empty cursor"},
 		{"task without id", "", []string{"--queue", "q", "task"}, 2, "exactly one task id"},
 		{"unknown task", "", []string{"--queue", "q", "task", "nope"}, 1, "not found: no task"},

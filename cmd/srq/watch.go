@@ -16,6 +16,9 @@ func (c *cli) watch(args []string) error {
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 {
 		return cmpErr(err, usagef("watch takes no arguments"))
 	}
+	if *count < 0 {
+		return usagef("--count %d is negative; give 0 to watch until interrupted", *count)
+	}
 	if *interval < 10*time.Millisecond {
 		return usagef("--interval %v is too short; use at least 10ms", *interval)
 	}
