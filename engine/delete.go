@@ -26,7 +26,9 @@ var ErrQueueBusy = errors.New("srq: the queue has live consumers")
 // keys anew. It refuses, deleting nothing, with an error wrapping ErrQueueBusy and naming them
 // while a consumer was seen within ConsumerLive, unless force is set. It finds the keys with SCAN
 // (on every master of a cluster): an operator's command, never a hot path. A queue that is not
-// registered is deleted as one shard; one with no keys deletes nothing and is no error. It fails
+// registered is deleted as one shard; one with no keys deletes nothing and is no error. One whose
+// registry entry holds no usable shard count (StoredShardCountError) is refused with that error,
+// unless force is set: then the keys of all its possible shards go, with the entry. It fails
 // with ErrInvalid for a nil client or a bad name, and with the context's or Redis's error, after
 // which some keys may be gone.
 func DeleteQueue(ctx context.Context, client redis.UniversalClient, prefix, queue string, force bool) (int, error) {
@@ -40,19 +42,32 @@ func DeleteQueue(ctx context.Context, client redis.UniversalClient, prefix, queu
 		return 0, err
 	}
 	shards, err := QueueShards(ctx, client, prefix, queue)
-	if errors.Is(err, ErrQueueNotFound) {
+	var bad *StoredShardCountError
+	switch {
+	case errors.Is(err, ErrQueueNotFound):
 		shards, err = 1, nil
+	case errors.As(err, &bad) && force:
+		// Where its tasks are cannot be told: the keys of every shard count go, its own (one
+		// shard) and those of the shard queues "<queue>#…" (no queue name holds '#').
+		shards, err = 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	bases := make([]string, shards)
-	for i := range bases {
+	var bases []string
+	if shards == 0 {
+		k, err := NewKeys(prefix, queue)
+		if err != nil {
+			return 0, err
+		}
+		bases = []string{k.Base(), strings.TrimSuffix(k.Base(), "}:") + "#"}
+	}
+	for i := range shards {
 		k, err := NewKeys(prefix, ShardQueue(queue, shards, i))
 		if err != nil {
 			return 0, err
 		}
-		bases[i] = k.Base()
+		bases = append(bases, k.Base())
 	}
 	if !force {
 		if live, err := liveConsumers(ctx, client, bases); err != nil {

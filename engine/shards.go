@@ -169,9 +169,25 @@ func shardCount(prefix, queue, v string) (int, error) {
 	if len(shown) > 32 {
 		shown = shown[:32] + "..."
 	}
-	return 0, invalidf("queue %q has an invalid shard count %q stored in %s (want a number in [1, %d])",
-		queue, shown, RegistryKey(prefix), MaxShards)
+	return 0, &StoredShardCountError{Queue: queue, Stored: shown, Key: RegistryKey(prefix)}
 }
+
+// StoredShardCountError is the error for a queue whose registry entry holds no usable shard count
+// (written by something other than srq): no call can tell where its tasks are. It matches
+// ErrInvalid. Repair the entry (HSET Key Queue n), or delete the queue with DeleteQueue's force.
+type StoredShardCountError struct {
+	Queue  string // the queue's name
+	Stored string // what the entry holds (its first 32 bytes)
+	Key    string // the registry's key
+}
+
+func (e *StoredShardCountError) Error() string {
+	return fmt.Sprintf("%v: queue %q has an invalid shard count %q stored in %s (want a number in [1, %d])",
+		ErrInvalid, e.Queue, e.Stored, e.Key, MaxShards)
+}
+
+// Is makes the error match ErrInvalid.
+func (e *StoredShardCountError) Is(target error) bool { return target == ErrInvalid }
 
 // QueueInfo names a registered queue.
 type QueueInfo struct {

@@ -246,3 +246,44 @@ func TestDeadLetterReleasesHeldPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestUnusableStoredShardCount: a queue whose registry entry holds no usable shard count is a
+// runtime error (exit 1) that says how to repair it, and queue delete --force deletes its keys,
+// of every shard, and the entry.
+func TestUnusableStoredShardCount(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := engine.RegisterQueue(f.ctx, f.client, f.prefix, "broken", 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		eng, err := engine.New(f.client, engine.Config{Queue: engine.ShardQueue("broken", 2, i), Prefix: f.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Publish(f.ctx, []engine.Message{{ID: fmt.Sprint("t", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.client.HSet(f.ctx, engine.RegistryKey(f.prefix), "broken", "banana").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := f.run("", "--queue", "broken", "stats")
+	if code != 1 || out != "" || !strings.Contains(errOut, `invalid shard count "banana"`) ||
+		!strings.Contains(errOut, "srq queue delete broken --force") || strings.Contains(errOut, "srq help") {
+		t.Errorf("stats of the broken queue: exit %d, %q, %q; want exit 1 saying how to repair it", code, out, errOut)
+	}
+	if code, _, _ := f.run("", "--yes", "queue", "delete", "broken"); code != 1 {
+		t.Errorf("queue delete without --force: exit %d, want 1", code)
+	}
+	d := decodeStrict[jsonQueueDelete](t, f.ok("", "--yes", "--json", "queue", "delete", "--force", "broken"))
+	if d.Queue != "broken" || d.Keys == 0 {
+		t.Errorf("queue delete --force: %+v", d)
+	}
+	if n, err := f.client.HExists(f.ctx, engine.RegistryKey(f.prefix), "broken").Result(); err != nil || n {
+		t.Errorf("the registry entry is left: %v %v", n, err)
+	}
+	if keys, err := f.client.Keys(f.ctx, f.prefix+":{broken*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys left: %v %v", keys, err)
+	}
+}

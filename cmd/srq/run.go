@@ -158,11 +158,17 @@ func (c *cli) main(args []string) int {
 		setRedisLog(nil)
 	}
 	var ue usageError
+	var stored *engine.StoredShardCountError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &stored):
+		// Not the command's mistake: what Redis holds. Say how to repair it.
+		fmt.Fprintf(stderr, "srq: %s; repair the entry (redis-cli HSET %s %s <shards>) or delete the queue (srq queue delete %s --force)\n",
+			message(err), escapeText(stored.Key), escapeText(stored.Queue), escapeText(stored.Queue))
+		return exitRuntime
 	case errors.As(err, &ue), errors.Is(err, engine.ErrInvalid):
 		fmt.Fprintf(stderr, "srq: %s\nRun 'srq help' for usage.\n", message(err))
 		return exitUsage
