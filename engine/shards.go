@@ -181,6 +181,7 @@ type StoredShardCountError struct {
 	Key    string // the registry's key
 }
 
+// Error names the queue, what its entry holds and the registry's key.
 func (e *StoredShardCountError) Error() string {
 	return fmt.Sprintf("%v: queue %q has an invalid shard count %q stored in %s (want a number in [1, %d])",
 		ErrInvalid, e.Queue, e.Stored, e.Key, MaxShards)
