@@ -749,3 +749,22 @@ func TestDataModelScheduleKeys(t *testing.T) {
 		b.dmExists(key, false)
 	}
 }
+
+// §13, o:<id>: "a requeued dead letter's [outcome] stays while the task runs again (readers see
+// the task first)".
+func TestDataModelRequeuedLetterKeepsItsOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	id := b.publish(Message{KeepOutcome: time.Hour})[0]
+	ds := b.fetch("c", 1)
+	if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[0].Receipt(), Reason: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := b.eng.Requeue(b.ctx, []string{id}); err != nil || errs[0] != nil {
+		t.Fatalf("requeue: %v %v", err, errs)
+	}
+	b.dmExists(b.eng.Keys().Outcome(id), true)
+	if o, err := b.eng.Outcome(b.ctx, id); err != nil || o.State != StatePending {
+		t.Fatalf("the requeued task's outcome: %+v, %v; want it read as pending", o, err)
+	}
+}

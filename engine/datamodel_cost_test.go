@@ -109,4 +109,25 @@ func TestDataModelStatedCommandCounts(t *testing.T) {
 	if d["zincrby"].calls != 1 || d["zadd"].calls < 1 || d["zmscore"].calls != 0 {
 		t.Errorf("fetch of one partition that keeps pending tasks: %s; want one ZINCRBY depth, a ZADD heads and no ZMSCORE", d.breakdown(1))
 	}
+	// set_paused.lua: "3 calls to pause, up to 8 to resume (each meta_del an HDEL, an EXISTS and an
+	// SREM ctl), TIME, place, and the wake-up": the calls on the controls' keys, by kind.
+	b.publish(Message{Partition: "paused"})
+	before = readCmdStats(b.ctx, t, b.client)
+	if err := b.eng.Pause(b.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	d = readCmdStats(b.ctx, t, b.client).since(before)
+	if d["hset"].calls != 1 || d["sadd"].calls != 1 || d["zadd"].calls < 1 {
+		t.Errorf("pause: %s; want HSET m:, SADD ctl, ZADD ppause", d.breakdown(1))
+	}
+	before = readCmdStats(b.ctx, t, b.client)
+	if err := b.eng.Resume(b.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	d = readCmdStats(b.ctx, t, b.client).since(before)
+	// Its own calls: two meta_del (ps, h), each an HDEL, an EXISTS and at most an SREM, and the
+	// ZREMs of ppause and halted; place's come besides.
+	if d["hdel"].calls != 2 || d["srem"].calls > 2 || d["exists"].calls < 2 || d["zrem"].calls < 2 {
+		t.Errorf("resume: %s; want 2 HDEL, 2 EXISTS and up to 2 SREM (meta_del), the ZREMs of ppause and halted", d.breakdown(1))
+	}
 }

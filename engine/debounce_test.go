@@ -499,3 +499,57 @@ func TestDebounceInvariants(t *testing.T) {
 	}
 	r.drain()
 }
+
+// TestDebounceNeverReplacesATakenTask: docs/lifecycle.md "A task a worker has taken is never
+// changed: once the key's task is ... pending again after a retry, a crash or a requeue, the next
+// publish adds a new task". Each way back to pending, then a debounced publish of the key: a new
+// task, the old one's payload unchanged.
+func TestDebounceNeverReplacesATakenTask(t *testing.T) {
+	t.Parallel()
+	const window = 20 * time.Millisecond
+	backs := map[string]func(b *bundle, d Delivery){
+		"retry": func(b *bundle, d Delivery) {
+			if _, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: d.Receipt(), Reason: "x"}}); err != nil {
+				b.t.Fatal(err)
+			}
+		},
+		"crash": func(b *bundle, d Delivery) {
+			b.waitServerPast(d.LeaseDeadline)
+			if r, err := b.eng.Recover(b.ctx); err != nil || r.Returned != 1 {
+				b.t.Fatalf("recover: %+v, %v", r, err)
+			}
+		},
+		"requeue": func(b *bundle, d Delivery) {
+			if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: d.Receipt(), Reason: "x"}}); err != nil {
+				b.t.Fatal(err)
+			}
+			if errs, err := b.eng.Requeue(b.ctx, []string{d.ID}); err != nil || errs[0] != nil {
+				b.t.Fatalf("requeue: %v %v", err, errs)
+			}
+		},
+	}
+	for name, back := range backs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Config{})
+			first := b.publish(debounced("u", "k", window, DebounceReplace, "first"))[0]
+			until, _ := b.debounceKey("k")
+			b.waitServerPast(until)
+			ds, err := b.eng.Fetch(b.ctx, "c", 1, 50*time.Millisecond)
+			if err != nil || len(ds) != 1 || ds[0].ID != first {
+				t.Fatalf("fetch: %v, %v", ds, err)
+			}
+			back(b, ds[0])
+			if info, err := b.eng.Task(b.ctx, first); err != nil || info.State != StatePending {
+				t.Fatalf("the taken task after the %s: %+v, %v; want it pending", name, info.State, err)
+			}
+			res, err := b.eng.Publish(b.ctx, []Message{debounced("u", "k", window, DebounceReplace, "second")})
+			if err != nil || res[0].Replaced || res[0].ID == first {
+				t.Fatalf("publish after the %s: %+v, %v; want a new task", name, res, err)
+			}
+			if info, err := b.eng.Task(b.ctx, first); err != nil || string(info.Payload) != "first" {
+				t.Fatalf("the taken task's payload: %q, %v; want it unchanged", info.Payload, err)
+			}
+		})
+	}
+}
