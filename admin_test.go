@@ -67,3 +67,32 @@ func TestQueueDeadLettersOverShards(t *testing.T) {
 		t.Fatalf("stats %+v, %v", st, err)
 	}
 }
+
+// DeadQuery.Partition is the key as stored: an ordered partition's starts with "!" (errors.md).
+func TestDeadQueryOrderedPartitionKey(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[order](t, srq.QueueConfig{})
+	res, err := q.Publish(ctx, order{User: "42", Seq: 1}, &srq.PublishOpts{Partition: "42", Ordered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[order](func(ctx context.Context, t *srq.Task[order]) error {
+		return srq.Permanent(errors.New("no"))
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int{"!42": 1, "42": 0} {
+		page, err := q.DeadLetters(ctx, srq.DeadQuery{Partition: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Letters) != want || (want == 1 && (page.Letters[0].ID != res.ID || page.Letters[0].Partition != "!42")) {
+			t.Errorf("DeadQuery{Partition: %q}: %+v, want %d letter(s)", key, page.Letters, want)
+		}
+	}
+}

@@ -120,6 +120,9 @@ func (q *Queue[T]) outcome(ctx context.Context, id string) (engine.Outcome, *eng
 	engs := q.shards.engines
 	if len(engs) == 1 {
 		o, err := engs[0].Outcome(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: task %s", ErrNotFound, id) // the engine's error names no task
+		}
 		return o, engs[0], err
 	}
 	type found struct {

@@ -3,6 +3,7 @@ package srq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,30 @@ func TestPublishAndWaitTimeout(t *testing.T) {
 	// The id is free again once the task was acked: published again, it is waited for anew.
 	if got, err := srq.PublishAndWait[receipt](ctx, q, order{User: "again"}, &srq.PublishOpts{ID: "t1"}); err != nil || got.Order != "again" {
 		t.Fatalf("PublishAndWait of the id again: %+v, %v", got, err)
+	}
+}
+
+// ResultOf and WaitResult of an unknown id fail with ErrNotFound naming the task, on a queue of
+// one shard as on a sharded one (errors.md).
+func TestResultNotFoundNamesTheTask(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards-%d", shards), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			q, _ := newQueue[string](t, srq.QueueConfig{Shards: shards})
+			for name, read := range map[string]func(string) error{
+				"ResultOf": func(id string) error { _, err := srq.ResultOf[string](ctx, q, id); return err },
+				"WaitResult": func(id string) error {
+					_, err := srq.WaitResult[string](ctx, q, id)
+					return err
+				},
+			} {
+				err := read("ghost-" + name)
+				if !errors.Is(err, srq.ErrNotFound) || !strings.Contains(err.Error(), "ghost-"+name) {
+					t.Errorf("%s of an unknown id: %v, want ErrNotFound naming ghost-%s", name, err, name)
+				}
+			}
+		})
 	}
 }

@@ -226,7 +226,9 @@ type InFlightTask struct {
 
 // DeadQuery selects dead letters, newest first.
 type DeadQuery struct {
-	// Partition keeps only the letters of this partition when not empty.
+	// Partition keeps only the letters of this partition when not empty. It is the partition's
+	// key as stored, as DeadLetter.Partition shows it: an ordered partition's key starts with "!"
+	// (user "42" published with PublishOpts.Ordered is partition "!42").
 	Partition string
 	// BasePartition keeps only the letters of the base partition (the empty key), which an empty
 	// Partition cannot say. It may not be combined with a non-empty Partition.
