@@ -27,7 +27,8 @@ type Delivery struct {
 	Crashes     int    // how often a lease of this task expired
 	LastError   string // the reason the last failed delivery gave ("lease expired" for a crash), if any
 	// LeaseDeadline is when the lease ends, on this machine's clock: the time the fetch was sent
-	// plus the lease, which is never later than the server's deadline.
+	// plus the lease in whole milliseconds, less the millisecond the server's clock may have
+	// rounded off, so it is never later than the server's deadline.
 	LeaseDeadline time.Time
 }
 
@@ -259,7 +260,7 @@ func parseFetch(res any, sent time.Time, lease time.Duration) (ds []Delivery, un
 			unreadable = append(unreadable, Failure{Receipt: r, Reason: "srq: unreadable task record: " + err.Error()})
 			continue
 		}
-		d.LeaseDeadline = sent.Add(lease)
+		d.LeaseDeadline = localDeadline(sent, lease)
 		ds = append(ds, d)
 	}
 	return ds, unreadable, nextDue, nil

@@ -183,7 +183,7 @@ func (e *Engine) Extend(ctx context.Context, rs []Receipt, lease time.Duration) 
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return errs, sent.Add(lease), nil
+	return errs, localDeadline(sent, lease), nil
 }
 
 // Failure moves one delivery to the dead letters at once.
@@ -234,4 +234,12 @@ func clip(reason string) string {
 		cut--
 	}
 	return reason[:cut]
+}
+
+// localDeadline is the deadline on this machine's clock of a lease of lease granted by a call sent
+// at sent: the server sets its own at its clock in whole milliseconds (up to 1 ms before the
+// call arrived) plus lease in whole milliseconds, so this is never later than the server's. Add
+// keeps sent's monotonic reading.
+func localDeadline(sent time.Time, lease time.Duration) time.Time {
+	return sent.Add(lease.Truncate(time.Millisecond) - time.Millisecond)
 }
