@@ -83,6 +83,9 @@ func (q *Queue[T]) Step(name string, v T, opts *PublishOpts) *Step {
 	}
 	msgs, err := q.messages([]Message[T]{{Value: v, Opts: o}})
 	if err != nil {
+		if !errors.Is(err, ErrInvalid) { // the codec's error: an invalid step all the same
+			err = fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 		s.err = fmt.Errorf("step %q: %w", name, err)
 		return s
 	}

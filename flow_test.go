@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/engine"
@@ -108,6 +110,18 @@ func TestFlowAllOrNothing(t *testing.T) {
 	outside := q.Step("outside", order{}, nil)
 	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "g", Steps: []*srq.Step{q.Step("x", order{}, nil).After(outside)}}); !errors.Is(err, srq.ErrInvalid) {
 		t.Fatalf("a dependency outside the flow: %v", err)
+	}
+	// A value the codec cannot encode is an invalid step (flows.md), for PublishFlow and ScheduleFlow.
+	anyq, err := srq.NewQueue[any](c, srq.QueueConfig{Name: q.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unencodable := &srq.Flow{Steps: []*srq.Step{anyq.Step("u", func() {}, nil)}}
+	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "h", Steps: unencodable.Steps}); !errors.Is(err, srq.ErrInvalid) || !strings.Contains(err.Error(), "msgpack") {
+		t.Fatalf("a step the codec cannot encode: %v, want ErrInvalid with the codec's error", err)
+	}
+	if _, err := anyq.ScheduleFlow(ctx, "s", unencodable, &srq.ScheduleOpts{Every: time.Hour}); !errors.Is(err, srq.ErrInvalid) {
+		t.Fatalf("ScheduleFlow of a step the codec cannot encode: %v, want ErrInvalid", err)
 	}
 	if keys, _ := c.Keys(ctx, "srq:{"+q.Name()+"}*").Result(); len(keys) != 0 {
 		t.Fatalf("an invalid flow wrote %v", keys)
