@@ -88,6 +88,9 @@ func (in *Inspector) Flows(ctx context.Context, queue string, q FlowQuery) (Flow
 		return FlowPage{}, fmt.Errorf("inspect: flows of %q: %w", queue, err)
 	}
 	page := FlowPage{Flows: slices.Concat(per...)}
+	if page.Flows == nil {
+		page.Flows = []FlowSummary{} // an empty page, not null, in JSON
+	}
 	for _, t := range totals {
 		page.Total += t
 	}

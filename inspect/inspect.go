@@ -268,6 +268,9 @@ func (in *Inspector) Partitions(ctx context.Context, queue string, q PartitionQu
 			return a.PausedAt.Compare(b.PausedAt)
 		}
 	})
+	if all == nil {
+		all = []Partition{} // an empty page, not null, in JSON
+	}
 	return all[:min(len(all), limit)], nil
 }
 

@@ -469,3 +469,25 @@ func TestQueuesShowsACorruptShardCount(t *testing.T) {
 		t.Fatalf("queues --json: %+v; want broken with an error, then q", qs)
 	}
 }
+
+// Every list command prints an empty JSON array for an empty list, never null (cli.md gives each
+// an array).
+func TestJSONEmptyListsAreArrays(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, args := range [][]string{
+		{"partitions"}, {"partitions", "--by", "age"}, {"partitions", "--by", "paused"}, {"partitions", "--by", "held"},
+		{"inflight"},
+	} {
+		code, out, errOut := f.run("", append([]string{"--queue", "q", "--json"}, args...)...)
+		if code != 0 || strings.TrimSpace(out) != "[]" {
+			t.Errorf("srq --json %v on an empty queue: exit %d, %q (%s), want []", args, code, out, errOut)
+		}
+	}
+	for cmd, field := range map[string]string{"flows": `"flows": []`, "tasks": `"tasks": []`} {
+		code, out, errOut := f.run("", "--queue", "q", "--json", cmd)
+		if code != 0 || !strings.Contains(out, field) {
+			t.Errorf("srq --json %s on an empty queue: exit %d, %q (%s), want %s", cmd, code, out, errOut, field)
+		}
+	}
+}
