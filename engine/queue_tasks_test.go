@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -213,6 +214,42 @@ func TestRunNow(t *testing.T) {
 
 // TestOutcomes: the kept outcomes are listed latest retention end first, paged by a cursor that
 // goes on also when its task's outcome was forgotten, with their state, end, result size and error.
+// A task run now goes after the tasks of its priority available already, also those that became
+// available in the same millisecond (its old sequence number would sort it before them): each of
+// 30 rounds publishes a delayed task, then one available now, and runs the first now at once.
+func TestRunNowAfterTasksOfTheSameMillisecond(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	for i := range 30 {
+		p := partition.Key(fmt.Sprint("p", i))
+		b.publish(Message{ID: fmt.Sprint("d", i), Partition: p, Delay: time.Hour})
+		b.publish(Message{ID: fmt.Sprint("a", i), Partition: p})
+		if errs, err := b.eng.RunNow(b.ctx, []string{fmt.Sprint("d", i)}); err != nil || errs[0] != nil {
+			t.Fatal(errs, err)
+		}
+	}
+	got := b.drain("w")
+	for i := range 30 {
+		a, d := slices.Index(got, fmt.Sprint("a", i)), slices.Index(got, fmt.Sprint("d", i))
+		if a < 0 || d < 0 || d < a {
+			t.Errorf("hand-out order %v: d%d before a%d, want each partition's available task before the one run now", got, i, i)
+		}
+	}
+}
+
+// RunNow of a task that ended with its outcome kept is ErrNotPending, as for a dead letter; of one
+// acked without an outcome kept, ErrNotFound (operations.md: 409 and 404).
+func TestRunNowOfAnEndedTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "kept", KeepOutcome: time.Hour}, Message{ID: "gone"})
+	b.ack(b.fetch("w", 2)...)
+	errs, err := b.eng.RunNow(b.ctx, []string{"kept", "gone"})
+	if err != nil || !errors.Is(errs[0], ErrNotPending) || !errors.Is(errs[1], ErrNotFound) {
+		t.Fatalf("run now of an ended task with its outcome kept and of one without: %v %v", errs, err)
+	}
+}
+
 func TestOutcomes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})

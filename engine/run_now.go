@@ -9,7 +9,7 @@ import (
 var scriptRunNow = mustScript("run_now")
 
 // ErrNotPending is the error of RunNow for a task that exists but is not pending: leased, a dead
-// letter, or a flow step waiting for its parents.
+// letter, a flow step waiting for its parents, or ended with its outcome kept.
 var ErrNotPending = errors.New("srq: task is not pending")
 
 // RunNow makes pending tasks available now, in one round trip: a delayed task (published with a

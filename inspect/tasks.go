@@ -378,8 +378,9 @@ func parseOutcomeCursor(c string, shards int) ([]outcomeCursor, error) {
 // sent back with a delay, runs at the next fetch of its partition, after the tasks of its priority
 // available already; an ordered partition blocked by a delayed retry goes on from its head. It
 // asks every shard at once and returns the one that holds the task. It fails with
-// engine.ErrNotPending for a task that is leased, a dead letter or a flow step waiting for its
-// parents, with engine.ErrNotFound when no shard holds it or the queue is unknown, with
+// engine.ErrNotPending for a task that is leased, a dead letter, a flow step waiting for its
+// parents or ended with its outcome kept, with engine.ErrNotFound when no shard holds it (an acked
+// task whose outcome is not kept) or the queue is unknown, with
 // engine.ErrInvalid for an invalid id, and with Redis's error.
 func (in *Inspector) RunNow(ctx context.Context, queue, id string) (int, error) {
 	engs, err := in.shards(ctx, queue)

@@ -158,6 +158,7 @@ func TestTasksPage(t *testing.T) {
 		{"run-now", url.Values{"q": {q.Name()}, "id": {"nope"}}, http.StatusNotFound},
 		{"cancel-tasks", url.Values{"q": {q.Name()}, "id": {"nope"}}, http.StatusNotFound},
 		{"cancel-tasks", url.Values{"q": {q.Name()}, "id": {"kept"}}, http.StatusConflict}, // ended, its outcome kept
+		{"run-now", url.Values{"q": {q.Name()}, "id": {"kept"}}, http.StatusConflict},      // ended, its outcome kept
 	} {
 		if r := b.post(bad.path, bad.form); r.status != bad.want {
 			t.Errorf("POST %s %v: %d, want %d", bad.path, bad.form, r.status, bad.want)
