@@ -320,6 +320,9 @@ func TestMetricsEscapeControlCharacters(t *testing.T) {
 	if i := strings.IndexFunc(body, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
 		t.Fatalf("the scrape holds the control character %q:\n%s", body[i:i+1], body)
 	}
+	if want := `messaging_destination_name="old\\u001b[31m`; !strings.Contains(body, want) {
+		t.Fatalf("the scrape text does not hold %s (operations.md):\n%s", want, body)
+	}
 	_, mfs := scrape(t, m)
 	var got []string
 	for _, mt := range mfs["srq_queue_pending"].GetMetric() {
