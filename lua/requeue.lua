@@ -1,7 +1,8 @@
 -- requeue.lua: moves dead letters back to pending as if newly published: a new sequence number (so
 -- an ordered partition gets it after the work already pending), available now, attempts reset. A
--- dead letter that holds its ordered partition (published to hold it on death) goes back to its
--- own place instead, the head, and releases the partition. The last error stays on the record.
+-- dead letter that holds its ordered partition (published to hold it on death), or waits to hold
+-- it, goes back to its own place instead, and releases the partition unless another dead letter
+-- holds it next (settle.lua, unhalt). The last error stays on the record.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
@@ -30,14 +31,12 @@ for i = 2, #ARGV do
     res[#res + 1] = LEVELS
   else
     local p, s, t = f[2], next_seq(), now
-    if f[6] and redis.call('HGET', k_meta(p), 'h') == id then
-      -- It holds its partition: it goes back to its own place, at the head, and the partition
-      -- goes on from it, in order.
+    if f[6] and unhalt(p, id) then
+      -- It holds its partition, or waits to: it goes back to its own place, and the partition
+      -- goes on from the head once no other dead letter holds it (unhalt).
       -- The record's sequence number padded (common.lua, next_seq); no t: available when
       -- published, at c.
       s, t = string.rep('0', 20 - #f[7]) .. f[7], tonumber(f[8] or f[10])
-      meta_del(p, 'h')
-      redis.call('ZREM', k_halted(), p)
     end
     redis.call('ZREM', K_DEAD, id)
     redis.call('HSET', kt, 'S', 'p', 's', s, 't', int(t), 'a', 0, 'n', 0)

@@ -18,7 +18,8 @@ if ARGV[3] == '1' then
 else
   meta_del(p, 'ps')
   redis.call('ZREM', K_PPAUSE, p)
-  -- A resume also releases a partition held by a dead letter, which stays a dead letter.
+  -- A resume also releases a partition held by dead letters, which stay dead letters.
+  redis.call('HDEL', k_meta(p), 'hq')
   meta_del(p, 'h')
   redis.call('ZREM', k_halted(), p)
 end

@@ -73,13 +73,40 @@ local function back(id, kt, p, now, delay)
   stat('pending', 1)
 end
 
--- unhalt releases ordered partition p from the hold of dead letter id, if it holds it: the
--- partition goes on with its next task.
+-- unhalt ends dead letter id's hold of ordered partition p (it is requeued or deleted). When id
+-- holds p (m:<p> field h), the first dead letter waiting to hold p (field hq) holds it next; with
+-- none, p goes on with its next task. When id waits to hold p, it waits no more. Returns whether id
+-- held p or waited to. hq is the dead letters that died while p was held, in order of death, each
+-- written as its length, ':' and its id (an id may hold any byte).
 local function unhalt(p, id)
-  if redis.call('HGET', k_meta(p), 'h') ~= id then return end
-  meta_del(p, 'h')
-  redis.call('ZREM', k_halted(), p)
-  place(p, clock_ms or now_ms())
+  local km = k_meta(p)
+  local m = redis.call('HMGET', km, 'h', 'hq')
+  local q, rest, next_id, found = m[2] or '', '', nil, m[1] == id
+  local i = 1
+  while i <= #q do
+    local c = string.find(q, ':', i, true)
+    local n = tonumber(string.sub(q, i, c - 1))
+    local e = string.sub(q, c + 1, c + n)
+    if e == id and not found then
+      found = true
+    elseif m[1] == id and not next_id then
+      next_id = e
+    else
+      rest = rest .. n .. ':' .. e
+    end
+    i = c + n + 1
+  end
+  if not found then return false end
+  if rest ~= '' then redis.call('HSET', km, 'hq', rest) elseif m[2] then redis.call('HDEL', km, 'hq') end
+  if m[1] ~= id then return true end
+  if next_id then
+    redis.call('HSET', km, 'h', next_id)
+  else
+    meta_del(p, 'h')
+    redis.call('ZREM', k_halted(), p)
+    place(p, clock_ms or now_ms())
+  end
+  return true
 end
 
 -- drop deletes dead-lettered task id entirely. A flow step's dead letter deleted has failed for
@@ -112,10 +139,17 @@ local function bury(id, kt, reason, now, maxcount, maxage)
   -- until this dead letter is requeued or deleted, or the partition is resumed. The caller places
   -- the partition, which finds it held.
   local hold = redis.call('HMGET', kt, 'j', 'p')
-  -- A partition held already stays held by its first dead letter: the earlier task in its order.
-  if hold[1] and is_ordered(hold[2]) and not redis.call('HGET', k_meta(hold[2]), 'h') then
-    meta_set(hold[2], 'h', id)
-    redis.call('ZADD', k_halted(), int(now), hold[2])
+  if hold[1] and is_ordered(hold[2]) then
+    local km = k_meta(hold[2])
+    local holder = redis.call('HGET', km, 'h')
+    if not holder then
+      meta_set(hold[2], 'h', id)
+      redis.call('ZADD', k_halted(), int(now), hold[2])
+    elseif holder ~= id then
+      -- A partition held already stays held by its first dead letter; this one waits to hold it
+      -- after (unhalt), so the partition goes on only once each of them is requeued or deleted.
+      redis.call('HSET', km, 'hq', (redis.call('HGET', km, 'hq') or '') .. #id .. ':' .. id)
+    end
   end
   local last = redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES')
   local score = now * 1000
