@@ -3,6 +3,7 @@ package srq_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/srqueue/srq"
@@ -93,6 +94,21 @@ func TestDeadQueryOrderedPartitionKey(t *testing.T) {
 		}
 		if len(page.Letters) != want || (want == 1 && (page.Letters[0].ID != res.ID || page.Letters[0].Partition != "!42")) {
 			t.Errorf("DeadQuery{Partition: %q}: %+v, want %d letter(s)", key, page.Letters, want)
+		}
+	}
+}
+
+// Purge fails as Requeue does for an invalid id: ErrInvalid, nothing sent.
+func TestPurgeInvalidID(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[order](t, srq.QueueConfig{Shards: 2})
+	for _, id := range []string{"", strings.Repeat("x", 300)} {
+		if _, err := q.Requeue(ctx, id); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("Requeue(%.10q…): %v, want ErrInvalid", id, err)
+		}
+		if n, err := q.Purge(ctx, "ok", id); n != 0 || !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("Purge(%.10q…): %d, %v, want ErrInvalid", id, n, err)
 		}
 	}
 }

@@ -331,6 +331,17 @@ func TestBatchGroups(t *testing.T) {
 			if tc.ordered && !slices.IsSorted(ran) {
 				t.Fatalf("the ordered partition ran %v, want in order", ran)
 			}
+			if tc.ordered {
+				// The run fetched whole is cut at each change of group: the rest is handed back
+				// (lifecycle.md's handed_back), no attempt used.
+				st, err := q.Engine().Stats(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.HandedBack == 0 || st.Rejected != 0 {
+					t.Fatalf("handed back %d, rejected %d; want tasks handed back at the changes of group, none rejected", st.HandedBack, st.Rejected)
+				}
+			}
 			slices.Sort(ran)
 			if len(slices.Compact(ran)) != total {
 				t.Fatalf("ran %v, want each of %d once", ran, total)

@@ -189,3 +189,62 @@ func TestResultNotFoundNamesTheTask(t *testing.T) {
 		})
 	}
 }
+
+// QueueConfig.ResultRetention keeps the results handlers give and nothing else: a task acked
+// without a result, or cancelled, keeps no outcome by it; a dead letter is reported as dead while
+// it is one (lifecycle.md).
+func TestResultRetentionKeepsOnlyResults(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{ResultRetention: time.Minute})
+	ids := map[string]string{}
+	for _, v := range []string{"result", "none", "nil", "dead"} {
+		res, err := q.Publish(ctx, v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[v] = res.ID
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		switch t.Value {
+		case "result":
+			return t.SetResult("r")
+		case "nil":
+			return t.SetResult(nil)
+		case "dead":
+			return srq.Permanent(errors.New("no"))
+		}
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.RunOnce(ctx); err != nil || n != 4 {
+		t.Fatal(n, err)
+	}
+	if got, err := srq.ResultOf[string](ctx, q, ids["result"]); err != nil || got != "r" {
+		t.Errorf("a result given: %q, %v", got, err)
+	}
+	if got, err := srq.ResultOf[*string](ctx, q, ids["nil"]); err != nil || got != nil {
+		t.Errorf("SetResult(nil): %v, %v, want a kept nil result", got, err)
+	}
+	var failed *srq.TaskFailedError
+	if _, err := srq.ResultOf[string](ctx, q, ids["dead"]); !errors.As(err, &failed) || failed.State != "dead" {
+		t.Errorf("a dead letter: %v, want a *TaskFailedError, dead", err)
+	}
+	if _, err := q.Purge(ctx, ids["dead"]); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := q.Publish(ctx, "cancelled", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Cancel(ctx, cancelled.ID); err != nil {
+		t.Fatal(err)
+	}
+	for v, id := range map[string]string{"no result": ids["none"], "purged": ids["dead"], "cancelled": cancelled.ID} {
+		if _, err := srq.ResultOf[string](ctx, q, id); !errors.Is(err, srq.ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound (no outcome kept)", v, err)
+		}
+	}
+}

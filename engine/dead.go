@@ -115,15 +115,19 @@ func (e *Engine) Requeue(ctx context.Context, ids []string) ([]error, error) {
 }
 
 // Purge deletes the dead letters with the given ids and returns how many it deleted; ids that are
-// not dead letters are left alone. It fails with the context's or Redis's error, after which the
-// letters may or may not have been deleted.
+// not dead letters are left alone. It fails with ErrInvalid for an invalid id, before anything is
+// sent, and with the context's or Redis's error, after which the letters may or may not have been
+// deleted.
 func (e *Engine) Purge(ctx context.Context, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	args := make([]any, 0, 1+len(ids))
 	args = append(args, 0)
-	for _, id := range ids {
+	for i, id := range ids {
+		if err := validID(id, false); err != nil {
+			return 0, fmt.Errorf("%w: id %d: %w", ErrInvalid, i, err)
+		}
 		args = append(args, id)
 	}
 	n, _, err := e.purge(ctx, args)
