@@ -3,6 +3,7 @@ package srq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/codec"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/logtest"
 	"github.com/srqueue/srq/internal/redistest"
 )
 
@@ -329,5 +331,53 @@ func TestSchedulerIsOneAtATime(t *testing.T) {
 	}
 	if _, err := srq.NewScheduler(redistest.Client(t), srq.SchedulerConfig{Queues: []string{"a{b}"}}); !errors.Is(err, srq.ErrInvalid) {
 		t.Errorf("bad queue name: %v", err)
+	}
+}
+
+// A scheduler of named queues skips one whose registered shard count is unusable, logging it, and
+// fires the others, as a scheduler of every queue does; NewScheduler refuses an invalid prefix also
+// without Queues.
+func TestSchedulerSkipsAnUnusableQueue(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	prefix := "sched" + strings.ReplaceAll(redistest.Queue(t), "/", "-")
+	c := redistest.Client(t)
+	good, err := srq.NewQueue[int](c, srq.QueueConfig{Name: "good", Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = redistest.DropKeys(context.Background(), c, prefix) })
+	if err := c.HSet(ctx, engine.RegistryKey(prefix), "bad", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, queues := range [][]string{{"good", "bad"}, nil} {
+		name := fmt.Sprint("s", i) // a new schedule, due in a second
+		if _, err := good.Schedule(ctx, name, 1, &srq.ScheduleOpts{Every: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &logtest.Recorder{}
+		s, err := srq.NewScheduler(c, srq.SchedulerConfig{Prefix: prefix, Queues: queues, Logger: slog.New(rec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fired []srq.FiredTick
+		waitFor(t, "the good queue's tick", func() bool {
+			fired, err = s.Fire(ctx)
+			if err != nil {
+				t.Fatalf("Queues %v: %v", queues, err)
+			}
+			return len(fired) > 0
+		})
+		if fired[0].Schedule != name {
+			t.Errorf("Queues %v: fired %+v, want the good queue's tick of %s", queues, fired, name)
+		}
+		if len(rec.Find("srq: scheduler skips a queue")) == 0 {
+			t.Errorf("Queues %v: the unusable queue was not logged", queues)
+		}
+	}
+	for _, bad := range []string{"a{", "a}", "x\xff"} {
+		if _, err := srq.NewScheduler(c, srq.SchedulerConfig{Prefix: bad}); !errors.Is(err, srq.ErrInvalid) {
+			t.Errorf("NewScheduler with prefix %q and no Queues: %v, want ErrInvalid", bad, err)
+		}
 	}
 }

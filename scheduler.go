@@ -74,6 +74,9 @@ func NewScheduler(client redis.UniversalClient, cfg SchedulerConfig) (*Scheduler
 	if cfg.PollInterval < 0 || cfg.QueuesRefresh < 0 {
 		return nil, fmt.Errorf("%w: negative PollInterval or QueuesRefresh", ErrInvalid)
 	}
+	if _, err := engine.NewKeys(cfg.Prefix, "q"); err != nil { // the prefix, also with no Queues
+		return nil, err
+	}
 	for _, q := range cfg.Queues {
 		if _, err := engine.NewKeys(cfg.Prefix, q); err != nil {
 			return nil, err
@@ -95,9 +98,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // Fire publishes every tick that is due now, once, and returns them: for a process that runs from
-// cron itself, and for tests. It fails with ErrRunning while Run runs, with the error of looking
-// up the queues, and with the joined errors of the shards it could not fire (the others are
-// fired).
+// cron itself, and for tests. A queue whose registered shard count is unusable
+// (engine.StoredShardCountError) is skipped and logged; the others are fired. It fails with
+// ErrRunning while Run runs, with Redis's error of looking up the queues, and with the joined
+// errors of the shards it could not fire (the others are fired).
 func (s *Scheduler) Fire(ctx context.Context) ([]FiredTick, error) {
 	if !s.running.CompareAndSwap(false, true) {
 		return nil, ErrRunning
@@ -149,6 +153,11 @@ func (s *Scheduler) refresh(ctx context.Context) error {
 			n, err := engine.QueueShards(ctx, s.client, s.cfg.Prefix, name)
 			if errors.Is(err, engine.ErrQueueNotFound) {
 				missing = true // nothing was scheduled on it yet: Schedule registers the queue
+				continue
+			}
+			var unusable *engine.StoredShardCountError
+			if errors.As(err, &unusable) { // as with every queue: the others still fire
+				s.log.Error("srq: scheduler skips a queue", "queue", name, "err", err)
 				continue
 			}
 			if err != nil {
