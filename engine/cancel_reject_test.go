@@ -143,3 +143,25 @@ func TestRejectCountsNeitherWaitsNorCancellations(t *testing.T) {
 		t.Fatalf("Rejected %d, Cancelled %d; want 1 (the plain reject) and 1", st.Rejected, st.Cancelled)
 	}
 }
+
+// A reject that dead-letters its task (out of attempts) counts in DeadLettered, not Rejected; a
+// kill keeps the killed delivery's attempt (guarantees.md, Reject and Attempts).
+func TestRejectOutOfAttemptsCountsDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	b.publish(Message{ID: "once", MaxAttempts: 1}, Message{ID: "killed"})
+	ds := b.fetch("w", 2)
+	res, err := b.eng.Reject(b.ctx, []Rejection{{Receipt: ds[0].Receipt(), Reason: "no"}})
+	if err != nil || res[0].Err != nil || !res[0].DeadLettered {
+		t.Fatalf("reject out of attempts: %+v %v, want dead-lettered", res, err)
+	}
+	if _, err := b.eng.Kill(b.ctx, []Failure{{Receipt: ds[1].Receipt(), Reason: "no"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.stats(); st.Rejected != 0 || st.DeadLettered != 2 {
+		t.Errorf("rejected %d, dead-lettered %d; want 0 and 2", st.Rejected, st.DeadLettered)
+	}
+	if info, err := b.eng.Task(b.ctx, "killed"); err != nil || info.Attempts != 1 {
+		t.Errorf("a task killed on its first delivery: %d attempts, %v; want 1", info.Attempts, err)
+	}
+}

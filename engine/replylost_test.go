@@ -277,3 +277,42 @@ func infoCount(info, name string) int {
 	}
 	return 0
 }
+
+// On a client made with ContextTimeoutEnabled, a call whose context ends while its reply is
+// awaited fails with ErrReplyLost (it may have run); on a client without it, go-redis reads the
+// reply, and the call returns its result (guarantees.md, Lost replies).
+func TestContextEndWhileTheReplyIsAwaited(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartReal(t, "a script on the server's own thread keeps every client waiting")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := srv.Client(t)
+	popt := srv.Options()
+	popt.ReadTimeout, popt.MaxRetries = 20*time.Millisecond, -1
+	probe := redis.NewClient(popt)
+	t.Cleanup(func() { _ = probe.Close() })
+	for _, cte := range []bool{true, false} {
+		opt := srv.Options()
+		opt.ContextTimeoutEnabled = cte
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { _ = c.Close() })
+		e, err := New(c, Config{Queue: fmt.Sprint("cte-", cte)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Publish(ctx, []Message{{ID: "warm"}}); err != nil { // scripts loaded
+			t.Fatal(err)
+		}
+		done := blockRedis(ctx, t, admin, probe, 500*time.Millisecond)
+		short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err = e.Publish(short, []Message{{ID: "a"}})
+		stop()
+		<-done
+		switch {
+		case cte && !errors.Is(err, ErrReplyLost):
+			t.Errorf("ContextTimeoutEnabled: %v, want ErrReplyLost", err)
+		case !cte && err != nil:
+			t.Errorf("without ContextTimeoutEnabled: %v, want the reply read", err)
+		}
+	}
+}
