@@ -172,3 +172,52 @@ func TestFlowGoneAfterItsRetention(t *testing.T) {
 		t.Fatalf("the new flow: %+v, %v; want it running", fi, err)
 	}
 }
+
+// TestFlowDeadStepRequeuedPastItsRetention: a failed flow has ended while its step is a dead
+// letter, and is gone once its Keep has passed; a requeue of the letter after that still runs it
+// and the steps on hold behind it, with no flow to complete (flows.md).
+func TestFlowDeadStepRequeuedPastItsRetention(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	failed, ran := false, map[string]int{}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(_ context.Context, t *srq.Task[string]) error {
+		ran[t.Value]++
+		if t.Value == "a" && !failed {
+			failed = true
+			return srq.Permanent(errors.New("boom"))
+		}
+		return nil
+	}), srq.WorkerConfig{Concurrency: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := q.Step("a", "a", nil)
+	if _, err := srq.PublishFlow(ctx, &srq.Flow{ID: "held", Keep: 300 * time.Millisecond, Steps: srq.Chain(a, q.Step("b", "b", nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce: %d, %v", n, err)
+	}
+	if fi, err := q.Flow(ctx, "held"); err != nil || fi.State != srq.FlowFailed || fi.Ended.IsZero() {
+		t.Fatalf("the flow with its step dead: %+v, %v; want failed, ended", fi, err)
+	}
+	waitFor(t, "the flow's retention to end", func() bool {
+		_, err := q.Flow(ctx, "held")
+		return errors.Is(err, srq.ErrNotFound)
+	})
+	if n, err := q.Requeue(ctx, "held/a"); err != nil || n != 1 {
+		t.Fatalf("Requeue: %d, %v", n, err)
+	}
+	for range 2 {
+		if _, err := w.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ran["a"] != 2 || ran["b"] != 1 {
+		t.Errorf("ran a %d and b %d times, want 2 and 1", ran["a"], ran["b"])
+	}
+	if fi, err := q.Flow(ctx, "held"); !errors.Is(err, srq.ErrNotFound) {
+		t.Errorf("the flow after the requeue: %+v, %v, want ErrNotFound", fi, err)
+	}
+}

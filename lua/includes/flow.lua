@@ -483,6 +483,12 @@ local function flow_noted(fid, name, s, v, now)
   if d_ok == 0 and d_bad == 0 and d_fin == 0 then return end
   local kf = k_flow(fid)
   local f = redis.call('HMGET', kf, 'n', 'ok', 'bad', 'fin', 'S', 'k', 'e', 'q')
+  if f[7] then
+    -- An ended flow past its retention is gone (Engine.Flow says so), though not yet pruned: a
+    -- step of it that runs again (its dead letter requeued) does not bring it back.
+    local until_ms = redis.call('ZSCORE', k_flows_end(), fid)
+    if until_ms and tonumber(until_ms) <= now then flow_prune(now, 1, fid) return end
+  end
   local n = tonumber(f[1])
   local ok, bad, fin = (tonumber(f[2]) or 0) + d_ok, (tonumber(f[3]) or 0) + d_bad, (tonumber(f[4]) or 0) + d_fin
   -- A failed step that runs again was requeued: the flow remembers it ('q'), as the step its
