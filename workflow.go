@@ -271,8 +271,9 @@ func ChildResult[R any](ctx context.Context, d *Delivery, name string) (R, error
 
 // ChildResults returns the results of every child of the task d delivers that succeeded, by name,
 // decoded into Rs with the codec of d's queue, and the error of every other: an errors.Join of a
-// *TaskFailedError per child that failed or was cancelled, and one wrapping ErrNotEnded per child
-// still running (a parent that waited with the ContinueDependents policy sees only ended ones).
+// *TaskFailedError per child that failed or was cancelled, one wrapping ErrNotEnded per child
+// still running (a parent that waited with the ContinueDependents policy sees only ended ones), and
+// one wrapping ErrNotFound per child whose outcome is no longer kept (past its KeepResult).
 // It fails with ErrInvalid on a Delivery a Worker did not make, and with the context's or Redis's
 // error, without results.
 func ChildResults[R any](ctx context.Context, d *Delivery) (map[string]R, error) {

@@ -1538,3 +1538,51 @@ func TestSignalWhileWaitingForChildrenIsKept(t *testing.T) {
 		t.Fatal("the wait for the kept signal did not end")
 	}
 }
+
+// Once a child's outcome is no longer kept (past its KeepResult), ChildResult and ChildResults
+// report it with an error wrapping ErrNotFound (workflows.md).
+func TestWorkflowChildOutcomeGone(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	type read struct{ one, all error }
+	got := make(chan read, 1)
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		if t.Value == "child" {
+			return nil
+		}
+		if _, again, _ := srq.State[bool](ctx, t.Delivery); again {
+			var r read
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, r.one = srq.ChildResult[string](ctx, t.Delivery, "brief"); errors.Is(r.one, srq.ErrNotFound) {
+					break
+				}
+			}
+			_, r.all = srq.ChildResults[string](ctx, t.Delivery)
+			got <- r
+			return nil
+		}
+		if _, err := srq.Spawn(ctx, t.Delivery, q, "brief", "child", &srq.SpawnOpts{Publish: srq.PublishOpts{KeepResult: 50 * time.Millisecond}}); err != nil {
+			return err
+		}
+		if err := t.SetState(true); err != nil {
+			return err
+		}
+		return srq.WaitChildren()
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	if _, err := q.Publish(ctx, "parent", &srq.PublishOpts{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if !errors.Is(r.one, srq.ErrNotFound) || !errors.Is(r.all, srq.ErrNotFound) {
+			t.Errorf("a child whose outcome is gone: ChildResult %v, ChildResults %v; want both ErrNotFound", r.one, r.all)
+		}
+	case <-ctx.Done():
+		t.Fatal("the parent did not run again")
+	}
+}
