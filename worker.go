@@ -26,7 +26,9 @@ type WorkerConfig struct {
 	// handlers finish in a few fetch round trips, so fast handlers get few, large calls and slow
 	// ones keep a prefetch of Concurrency; a positive Prefetch is fixed; negative: none. Tasks whose
 	// handler succeeded and that wait only for their batched ack count against neither
-	// Concurrency nor Prefetch. Concurrency plus Prefetch may be at most engine.MaxFetch. On a
+	// Concurrency nor Prefetch. Concurrency plus Prefetch may be at most engine.MaxFetch: the
+	// adaptive default grows only that far, and starts at Concurrency, so with it Concurrency may be
+	// at most engine.MaxFetch / 2 (NewWorker's error then names that Prefetch). On a
 	// queue of one shard, with handlers faster than a round trip, the worker's calls carry about
 	// half of Concurrency plus the prefetch each, so a larger prefetch means fewer, larger calls
 	// and more tasks a second (docs/worker.md, "Throughput"); the tasks it holds wait in this
