@@ -3,12 +3,16 @@ package srq_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/internal/redistest"
 )
 
 // TestGracefulShutdown stops a worker while handlers run and more tasks wait prefetched. Every task
@@ -214,4 +218,52 @@ func watchedQueueOf(t *testing.T, n int) (*srq.Queue[int], *callWatch) {
 		t.Fatal(err)
 	}
 	return q, calls
+}
+
+// holdWorkerDeletes is a go-redis hook that holds the deletes of worker records until their
+// context ends, as a Redis that does not answer them would.
+type holdWorkerDeletes struct{ processHookOnly }
+
+func (holdWorkerDeletes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "del" && len(args) == 2 && strings.Contains(fmt.Sprint(args[1]), "}:wk:") {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestShutdownWorkerRecordDeletesBoundedInAll: the deletes of a stopped worker's records, one per
+// shard, are bounded by 5 s in all (worker.md), not 5 s each: with 4 shards whose deletes Redis
+// does not answer, Run returns in about 5 s, not 20.
+func TestShutdownWorkerRecordDeletesBoundedInAll(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	c.AddHook(holdWorkerDeletes{})
+	q, err := srq.NewQueue[int](c, srq.QueueConfig{Name: redistest.Queue(t), Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return nil }),
+		srq.WorkerConfig{ConsumerID: "w1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitFor(t, "the worker's record", func() bool {
+		n, err := c.Exists(testCtx(t), q.Engine().Keys().Base()+"wk:w1").Result()
+		return err == nil && n == 1
+	})
+	stopped := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(stopped); took > 12*time.Second {
+		t.Errorf("Run returned %v after its context ended, want about 5s", took)
+	}
 }

@@ -102,8 +102,12 @@ func (c *card) start(ctx context.Context) (stop func()) {
 	return func() {
 		cancel()
 		wg.Wait()
-		// Run's context has ended: the delete runs on one that keeps its values, bounded.
-		c.each(context.WithoutCancel(ctx), func(ctx context.Context, e *engine.Engine) error {
+		// Run's context has ended: the deletes run on one that keeps its values, bounded by
+		// cardTimeout in all, so a Redis that does not answer holds Run's return up no longer
+		// however many shards there are.
+		dctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cardTimeout)
+		defer stop()
+		c.each(dctx, func(ctx context.Context, e *engine.Engine) error {
 			return e.DeleteWorker(ctx, c.consumer)
 		})
 	}
