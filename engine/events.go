@@ -25,7 +25,7 @@ const (
 	EventCancelled     EventKind = "cancelled"      // a task was cancelled (Error: why)
 	EventRequeued      EventKind = "requeued"       // a dead letter went back to pending
 	EventPurged        EventKind = "purged"         // a dead letter was deleted (purged or trimmed)
-	EventReleased      EventKind = "released"       // a flow step's parents were done: it is pending (Partition set)
+	EventReleased      EventKind = "released"       // a flow step's parents were done, or its flow was published (a first step): it is pending (Partition set)
 	EventFlowStarted   EventKind = "flow_started"   // a flow whose home is this queue was published (ID is the flow's)
 	EventFlowCompleted EventKind = "flow_completed" // every step of the flow succeeded
 	EventFlowFailed    EventKind = "flow_failed"    // a step of the flow failed or was cancelled (Step)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -363,5 +364,28 @@ func TestFlowCancelDuringPublishLeavesNoClaim(t *testing.T) {
 		t.Fatalf("after the aborted commit and the undo: %d flows being published, flow %q (%v); want nothing left", prep, f.State, ferr)
 	case !aborted && (cerr != nil || prep != 0 || f.State != FlowFailed):
 		t.Fatalf("after the commit (%v): %d flows being published, flow %q (%v); want it failed by its cancelled step", cerr, prep, f.State, ferr)
+	}
+}
+
+// A flow's first steps are released when the flow is published: each writes a released event
+// then, as a step whose parents were done does (lifecycle.md's event table).
+func TestFirstStepsReleasedAtPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Events: 1000})
+	if _, err := PublishFlow(b.ctx, &FlowSpec{ID: "f", Steps: []FlowStep{b.step("a"), b.step("b", "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := b.eng.Events(b.ctx, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released []string
+	for _, ev := range evs {
+		if ev.Kind == EventReleased {
+			released = append(released, ev.ID)
+		}
+	}
+	if !slices.Equal(released, []string{"f/a"}) {
+		t.Fatalf("released events %v after the publish, want the first step's only: %+v", released, evs)
 	}
 }
