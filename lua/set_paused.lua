@@ -19,8 +19,7 @@ else
   meta_del(p, 'ps')
   redis.call('ZREM', K_PPAUSE, p)
   -- A resume also releases a partition held by dead letters, which stay dead letters.
-  redis.call('HDEL', k_meta(p), 'hq')
-  meta_del(p, 'h')
+  meta_del(p, 'h', 'hq')
   redis.call('ZREM', k_halted(), p)
 end
 place(p, now)

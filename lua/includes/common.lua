@@ -387,15 +387,16 @@ local function meta(p)
   return m[1] or m[4] or m[5], tonumber(m[2]), tonumber(m[3])
 end
 
--- meta_set and meta_del change one control of p, keeping the ctl set in step with the meta hashes.
+-- meta_set and meta_del change one control of p (meta_del two when given field2), keeping the ctl
+-- set in step with the meta hashes.
 local function meta_set(p, field, value)
   redis.call('HSET', k_meta(p), field, value)
   redis.call('SADD', K_CTL, p)
   ctl_count = nil
 end
 
-local function meta_del(p, field)
-  redis.call('HDEL', k_meta(p), field)
+local function meta_del(p, field, field2)
+  if field2 then redis.call('HDEL', k_meta(p), field, field2) else redis.call('HDEL', k_meta(p), field) end
   if redis.call('EXISTS', k_meta(p)) == 0 then
     redis.call('SREM', K_CTL, p)
     ctl_count = nil
