@@ -389,3 +389,23 @@ func TestFirstStepsReleasedAtPublish(t *testing.T) {
 		t.Fatalf("released events %v after the publish, want the first step's only: %+v", released, evs)
 	}
 }
+
+// A flow step on hold behind a parent that is a dead letter (shown cancelled) still counts in
+// Waiting, not Cancelled, until that letter is deleted: then it is cancelled for good.
+func TestStepOnHoldCountsAsWaiting(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	if _, err := PublishFlow(b.ctx, &FlowSpec{ID: "f", Steps: []FlowStep{b.step("a"), b.step("b", "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	b.runOnce("a")
+	if st := b.stats(); st.Waiting != 1 || st.Cancelled != 0 || st.Dead != 1 {
+		t.Fatalf("with a dead: waiting %d, cancelled %d, dead %d; want 1, 0, 1", st.Waiting, st.Cancelled, st.Dead)
+	}
+	if n, err := b.eng.Purge(b.ctx, []string{"f/a"}); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	if st := b.stats(); st.Waiting != 0 || st.Cancelled != 1 {
+		t.Fatalf("a purged: waiting %d, cancelled %d; want 0 and 1", st.Waiting, st.Cancelled)
+	}
+}

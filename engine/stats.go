@@ -26,8 +26,9 @@ type Stats struct {
 	// attempt (Rejection.HandBack): the tasks a stopping worker had fetched or was running. They are
 	// not counted in Rejected or TakenBack.
 	HandedBack int64
-	// Waiting is the flow steps waiting for their parents and the tasks parked for their children
-	// or a signal without a timeout (dynamic workflows), none counted in Pending; Cancelled
+	// Waiting is the flow steps waiting for their parents (also one on hold behind a parent that
+	// is a dead letter, shown cancelled, until that letter is deleted) and the tasks parked for
+	// their children or a signal without a timeout (dynamic workflows), none counted in Pending; Cancelled
 	// counts the tasks cancelled since the queue was created.
 	Waiting, Cancelled int64
 	// FlowsStarted, FlowsCompleted and FlowsFailed count the flows whose home is this queue (their
