@@ -861,3 +861,92 @@ func TestBatchUndecodablePayload(t *testing.T) {
 		t.Fatalf("stats %+v, %v: want 2 acked, none pending", st, err)
 	}
 }
+
+// TestBatchOrderedDeath: a task of an ordered partition dead-lettered in a batch (Permanent, or a
+// payload the codec cannot decode): the later tasks of its partition in the batch ran with it, so
+// they are settled with their own errors, unless its death holds the partition (HoldPartition):
+// then they go back, without an attempt used, and run again after the dead letter is requeued.
+func TestBatchOrderedDeath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		hold, raw   bool // HoldPartition; the head's payload does not decode
+		wantCalls   [][]int
+		wantDead    int64
+		wantAcked   int64
+		wantHanded  int64
+		thenRequeue bool
+	}{
+		{name: "continue, Permanent", wantCalls: [][]int{{1, 2, 3}}, wantDead: 1, wantAcked: 2},
+		{name: "continue, undecodable", raw: true, wantCalls: [][]int{{2, 3}}, wantDead: 1, wantAcked: 2},
+		{name: "hold, Permanent", hold: true, wantCalls: [][]int{{1, 2, 3}}, wantDead: 1, wantHanded: 2, thenRequeue: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			cfg := srq.QueueConfig{}
+			if tc.hold {
+				cfg.OnDeadLetter = srq.HoldPartition
+			}
+			q, _ := newQueue[int](t, cfg)
+			opts := srq.PublishOpts{Partition: "acct", Ordered: true}
+			if tc.raw {
+				if _, err := q.Engine().Publish(ctx, []engine.Message{{ID: "1", Partition: "!acct", Payload: []byte{0xc1}}}); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: "1", Partition: "acct", Ordered: true}); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []int{2, 3} {
+				o := opts
+				o.ID = fmt.Sprint(v)
+				if _, err := q.Publish(ctx, v, &o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			died := false
+			h, calls := recordBatches(func(tasks []*srq.Task[int]) error {
+				errs := make([]error, len(tasks))
+				for i, task := range tasks {
+					if task.Value == 1 && !died {
+						died, errs[i] = true, srq.Permanent(errors.New("no"))
+					}
+				}
+				return srq.BatchErrors(errs)
+			})
+			w, err := srq.NewBatchWorker(q, h, srq.BatchConfig{MaxSize: 3, MaxWait: 100 * time.Millisecond}, srq.WorkerConfig{Concurrency: 1, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := runWorker(t, w)
+			var st engine.Stats
+			waitFor(t, "the batch settled", func() bool {
+				st, err = q.Engine().Stats(ctx)
+				return err == nil && st.Dead == tc.wantDead && st.Acked == tc.wantAcked && st.HandedBack == tc.wantHanded
+			})
+			for _, want := range tc.wantCalls {
+				if got := nextBatch(t, calls); !slices.Equal(got.values, want) {
+					t.Fatalf("batch %v, want %v", got.values, want)
+				}
+			}
+			if tc.thenRequeue {
+				if n, err := q.Requeue(ctx, "1"); err != nil || n != 1 {
+					t.Fatal(n, err)
+				}
+				if got := nextBatch(t, calls); !slices.Equal(got.values, []int{1, 2, 3}) {
+					t.Fatalf("after the requeue: batch %v, want [1 2 3]", got.values)
+				}
+				waitFor(t, "every task acked", func() bool {
+					st, err = q.Engine().Stats(ctx)
+					return err == nil && st.Acked == 3
+				})
+			}
+			stop()
+			select {
+			case b := <-calls:
+				t.Fatalf("an extra batch %v: the later tasks ran twice", b.values)
+			default:
+			}
+		})
+	}
+}

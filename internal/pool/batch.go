@@ -263,7 +263,16 @@ func (p *runner) runBatch(js []*job) {
 				}
 				lost := errors.Is(context.Cause(j.ctx), p.cfg.LeaseLost)
 				stop := true
-				switch next := p.settle(j, err); {
+				next := p.settle(j, err)
+				if next == diedRest {
+					// The later tasks of this call's part ran with it: unless its death holds the
+					// partition, the partition goes on, and each is settled with its own error.
+					next = handBackRest
+					if !p.holdsPartition(j) {
+						next = runRest
+					}
+				}
+				switch {
 				case next == handBackRest || next == runRest && lost:
 					p.handBack(slices.Concat(part[i+1:], rests[k]))
 				case next != runRest:

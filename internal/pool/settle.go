@@ -201,7 +201,7 @@ func (p *runner) runUnit(u []*job) {
 		}
 		lost := errors.Is(context.Cause(j.ctx), p.cfg.LeaseLost)
 		switch next := p.settle(j, err); {
-		case next == handBackRest || next == runRest && lost:
+		case next == handBackRest || next == diedRest || next == runRest && lost:
 			p.handBack(u[i+1:])
 			return
 		case next != runRest:
@@ -261,6 +261,7 @@ const (
 	runRest      afterSettle = iota // the task is done (acked, or dead-lettered): the next one runs
 	dropRest                        // the task went back, and the engine took the rest back with it
 	handBackRest                    // the task is still there (a kill that did not happen, or whose reply was lost): the rest go back unrun, in position, without using an attempt
+	diedRest                        // the task of an ordered partition was dead-lettered: the rest go back as for handBackRest, unless they ran already (a batch) and the dead task does not hold the partition
 )
 
 // settle applies the handler's result to j and says what becomes of the rest of its unit.
@@ -340,14 +341,29 @@ func (p *runner) rejection(j *job, err error, v Verdict) engine.Rejection {
 }
 
 // afterDeath says what becomes of the rest of j's unit once j was dead-lettered. The later tasks
-// of an ordered partition go back unrun, in position, without using an attempt: a task published
-// to hold its partition on death (HoldPartition) has just held it, and they must wait for the dead
-// letter; otherwise the partition hands them out again at once.
+// of an ordered partition go back unrun, in position, without using an attempt (diedRest): a task
+// published to hold its partition on death (HoldPartition) has just held it, and they must wait for
+// the dead letter; otherwise the partition hands them out again at once. (In a batch they ran
+// already: runBatch settles them with their own errors when the partition is not held.)
 func (p *runner) afterDeath(j *job) afterSettle {
 	if j.d.Partition.IsOrdered() {
-		return handBackRest
+		return diedRest
 	}
 	return runRest
+}
+
+// holdsPartition says whether dead task j holds its ordered partition (it was published to hold
+// it on death): read from Redis, on the one path that needs it, a death in a batch. When Redis
+// cannot say, it says yes, so that the later tasks wait.
+func (p *runner) holdsPartition(j *job) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), settleTimeout)
+	defer cancel()
+	infos, _, err := j.eng.Partitions(ctx, j.d.Partition)
+	if err != nil || len(infos) != 1 {
+		j.src.log.Warn("could not read whether a dead task holds its partition; the later tasks of its batch go back", "task", j.d.ID, "err", err)
+		return true
+	}
+	return infos[0].HeldBy == j.d.ID
 }
 
 // handBack returns tasks that were not run (or were cut off by shutdown) without counting an
