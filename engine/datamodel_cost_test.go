@@ -67,6 +67,34 @@ func TestDataModelStatedCommandCounts(t *testing.T) {
 	if got := perTask(b, "kill with a reason", minute, kill("boom")); got != 13+2+2 {
 		t.Errorf("kill with a reason: %d commands a task, want 13, the caps' 2 and note_error's 2", got)
 	}
+	// reject: "per named task 5–9 calls (…), then back (4–11)": an unordered task, no reason, its
+	// delivery counted (HSET a), back's 4.
+	reject := func(ds []Delivery) {
+		rs := make([]Rejection, len(ds))
+		for i, d := range ds {
+			rs[i] = Rejection{Receipt: d.Receipt()}
+		}
+		if _, err := b.eng.Reject(b.ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both measurements reject tasks of a partition that keeps pending tasks (one more than
+	// fetched), ready before and after: the same fixed costs.
+	keepsPending := func(n int) []Delivery {
+		msgs := make([]Message, n+1)
+		for i := range msgs {
+			msgs[i] = Message{Partition: "rj"}
+		}
+		b.publish(msgs...)
+		ds, err := b.eng.Fetch(b.ctx, "c", n, time.Minute)
+		if err != nil || len(ds) != n {
+			t.Fatalf("fetch %d: %d, %v", n, len(ds), err)
+		}
+		return ds
+	}
+	if got := perTask(b, "reject", keepsPending, reject); got != 5+1+4 {
+		t.Errorf("reject: %d commands a task, want the item's 5, HSET a and back's 4", got)
+	}
 	// "per id 4 calls (HMGET, ZREM dead, HSET, ZADD q:)"; the dead letters are those killed above.
 	page, err := b.eng.DeadLetters(b.ctx, 0, 100)
 	dead := page.Letters
