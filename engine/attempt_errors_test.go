@@ -56,7 +56,7 @@ func TestAttemptErrors(t *testing.T) {
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("fetch: %v %d", err, len(ds))
 	}
-	b.waitServerPast(ds[0].LeaseDeadline)
+	b.waitLeasesExpired(ds[0])
 	if _, err := b.eng.Recover(b.ctx); err != nil {
 		t.Fatal(err)
 	}

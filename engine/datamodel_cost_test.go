@@ -67,34 +67,6 @@ func TestDataModelStatedCommandCounts(t *testing.T) {
 	if got := perTask(b, "kill with a reason", minute, kill("boom")); got != 13+2+2 {
 		t.Errorf("kill with a reason: %d commands a task, want 13, the caps' 2 and note_error's 2", got)
 	}
-	// reject: "per named task 5–9 calls (…), then back (4–11)": an unordered task, no reason, its
-	// delivery counted (HSET a), back's 4.
-	reject := func(ds []Delivery) {
-		rs := make([]Rejection, len(ds))
-		for i, d := range ds {
-			rs[i] = Rejection{Receipt: d.Receipt()}
-		}
-		if _, err := b.eng.Reject(b.ctx, rs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Both measurements reject tasks of a partition that keeps pending tasks (one more than
-	// fetched), ready before and after: the same fixed costs.
-	keepsPending := func(n int) []Delivery {
-		msgs := make([]Message, n+1)
-		for i := range msgs {
-			msgs[i] = Message{Partition: "rj"}
-		}
-		b.publish(msgs...)
-		ds, err := b.eng.Fetch(b.ctx, "c", n, time.Minute)
-		if err != nil || len(ds) != n {
-			t.Fatalf("fetch %d: %d, %v", n, len(ds), err)
-		}
-		return ds
-	}
-	if got := perTask(b, "reject", keepsPending, reject); got != 5+1+4 {
-		t.Errorf("reject: %d commands a task, want the item's 5, HSET a and back's 4", got)
-	}
 	// "per id 4 calls (HMGET, ZREM dead, HSET, ZADD q:)"; the dead letters are those killed above.
 	page, err := b.eng.DeadLetters(b.ctx, 0, 100)
 	dead := page.Letters
@@ -117,7 +89,7 @@ func TestDataModelStatedCommandCounts(t *testing.T) {
 	// "about 15 for the task whose delivery expired": unordered tasks, each its own expiry.
 	expired := func(n int) []Delivery {
 		ds := leased(n, 30*time.Millisecond)
-		b.waitServerPast(ds[len(ds)-1].LeaseDeadline)
+		b.waitLeasesExpired(ds...)
 		return ds
 	}
 	recoverAll := func([]Delivery) {
@@ -157,5 +129,37 @@ func TestDataModelStatedCommandCounts(t *testing.T) {
 	// ZREMs of ppause and halted; place's come besides.
 	if d["hdel"].calls != 2 || d["srem"].calls > 2 || d["exists"].calls < 2 || d["zrem"].calls < 2 {
 		t.Errorf("resume: %s; want 2 HDEL, 2 EXISTS and up to 2 SREM (meta_del), the ZREMs of ppause and halted", d.breakdown(1))
+	}
+	// reject: "per named task 5–9 calls (…), then back (4–11)": an unordered task, no reason, its
+	// delivery counted (HSET a), back's 4. On a queue of its own, so that a fetch takes only its
+	// tasks.
+	rq := b.newEngine()
+	reject := func(ds []Delivery) {
+		rs := make([]Rejection, len(ds))
+		for i, d := range ds {
+			rs[i] = Rejection{Receipt: d.Receipt()}
+		}
+		if _, err := rq.Reject(b.ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both measurements reject tasks of a partition that keeps pending tasks (one more than
+	// fetched), ready before and after: the same fixed costs.
+	keepsPending := func(n int) []Delivery {
+		msgs := make([]Message, n+1)
+		for i := range msgs {
+			msgs[i] = Message{Partition: "rj"}
+		}
+		if _, err := rq.Publish(b.ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := rq.Fetch(b.ctx, "c", n, time.Minute)
+		if err != nil || len(ds) != n {
+			t.Fatalf("fetch %d: %d, %v", n, len(ds), err)
+		}
+		return ds
+	}
+	if got := perTask(b, "reject", keepsPending, reject); got != 5+1+4 {
+		t.Errorf("reject: %d commands a task, want the item's 5, HSET a and back's 4", got)
 	}
 }

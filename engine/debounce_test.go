@@ -514,7 +514,7 @@ func TestDebounceNeverReplacesATakenTask(t *testing.T) {
 			}
 		},
 		"crash": func(b *bundle, d Delivery) {
-			b.waitServerPast(d.LeaseDeadline)
+			b.waitLeasesExpired(d)
 			if r, err := b.eng.Recover(b.ctx); err != nil || r.Returned != 1 {
 				b.t.Fatalf("recover: %+v, %v", r, err)
 			}

@@ -177,3 +177,16 @@ func (b *bundle) publishConcurrently(producers, each int, msg func(g, i int) Mes
 		b.t.Fatal(err)
 	}
 }
+
+// waitLeasesExpired waits until the server's clock passes the lease deadline Redis holds for each
+// of ds: Delivery.LeaseDeadline may be earlier than that (it is never later).
+func (b *bundle) waitLeasesExpired(ds ...Delivery) {
+	b.t.Helper()
+	for _, d := range ds {
+		info, err := b.eng.Task(b.ctx, d.ID)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		b.waitServerPast(info.LeaseEnds)
+	}
+}
