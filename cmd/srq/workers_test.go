@@ -91,8 +91,8 @@ func TestWorkers(t *testing.T) {
 				t.Errorf("the batch worker: %+v", k)
 			}
 		case "plain":
-			if k.Known {
-				t.Errorf("the consumer without a record: %+v", k)
+			if k.Known || k.Host != "" || k.PID != 0 || k.Queues != nil || k.Concurrency != 0 || !k.Started.IsZero() {
+				t.Errorf("the consumer without a record: %+v, want known false and zero values", k)
 			}
 		default:
 			t.Errorf("an unexpected consumer: %+v", k)
