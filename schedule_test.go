@@ -368,7 +368,7 @@ func TestSchedulerSkipsAnUnusableQueue(t *testing.T) {
 			}
 			return len(fired) > 0
 		})
-		if fired[0].Schedule != name {
+		if !slices.ContainsFunc(fired, func(f srq.FiredTick) bool { return f.Schedule == name }) {
 			t.Errorf("Queues %v: fired %+v, want the good queue's tick of %s", queues, fired, name)
 		}
 		if len(rec.Find("srq: scheduler skips a queue")) == 0 {

@@ -188,10 +188,7 @@ func TestFlowLostClaimReplyIsNoDuplicate(t *testing.T) {
 	opt.ReadTimeout, opt.MaxRetries = 100*time.Millisecond, -1
 	short := redis.NewClient(opt)
 	t.Cleanup(func() { _ = short.Close() })
-	popt := srv.Options()
-	popt.ReadTimeout, popt.MaxRetries = 20*time.Millisecond, -1
-	probe := redis.NewClient(popt)
-	t.Cleanup(func() { _ = probe.Close() })
+	probe := probeClient(t, srv)
 
 	qa, qb := redistest.Queue(t), redistest.Queue(t)+"-b"
 	engines := func(c *redis.Client) (*Engine, *Engine) {

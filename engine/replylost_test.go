@@ -41,6 +41,17 @@ func blockRedis(ctx context.Context, t *testing.T, admin, probe *redis.Client, d
 	return done
 }
 
+// probeClient returns a client of srv that gives up on a reply after 20 ms and never sends a
+// command again: blockRedis's probe of whether the server is busy.
+func probeClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	opt := srv.Options()
+	opt.ReadTimeout, opt.MaxRetries = 20*time.Millisecond, -1
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // warm opens n connections of c and puts them back in its pool: a call sent again after a read
 // timeout then goes out on one of them at once, rather than on a new connection whose handshake
 // would time out first, ending the retries.
@@ -78,10 +89,7 @@ func TestLostReplyIsAnError(t *testing.T) {
 	opt.PoolSize = 10
 	short := redis.NewClient(opt)
 	t.Cleanup(func() { _ = short.Close() })
-	popt := srv.Options()
-	popt.ReadTimeout, popt.MaxRetries = 20*time.Millisecond, -1
-	probe := redis.NewClient(popt)
-	t.Cleanup(func() { _ = probe.Close() })
+	probe := probeClient(t, srv)
 	const block = 300 * time.Millisecond
 
 	type call struct {
@@ -287,10 +295,7 @@ func TestContextEndWhileTheReplyIsAwaited(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := srv.Client(t)
-	popt := srv.Options()
-	popt.ReadTimeout, popt.MaxRetries = 20*time.Millisecond, -1
-	probe := redis.NewClient(popt)
-	t.Cleanup(func() { _ = probe.Close() })
+	probe := probeClient(t, srv)
 	for _, cte := range []bool{true, false} {
 		opt := srv.Options()
 		opt.ContextTimeoutEnabled = cte
