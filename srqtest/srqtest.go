@@ -16,6 +16,7 @@ import (
 	"github.com/srqueue/srq"
 	"github.com/srqueue/srq/devredis"
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/partition"
 )
 
 // NewRedis returns a client for one test, closed when tb ends: the server REDIS_URL names when it
@@ -88,9 +89,18 @@ func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts,
 	if err != nil {
 		tb.Fatalf("srqtest: publish: %v", err)
 	}
+	// The shard that holds the task's partition (the only one on a queue of one shard).
+	var key partition.Key
+	if opts != nil {
+		key = partition.Key(opts.Partition)
+		if opts.Ordered {
+			key = partition.Ordered(opts.Partition)
+		}
+	}
+	eng := q.ShardOf(key)
 	// A delayed task runs now: the embedded Redis's clock, which the scripts read, moves to its
 	// available-at and stays there.
-	published, err := q.Engine().Task(ctx, res.ID)
+	published, err := eng.Task(ctx, res.ID)
 	if err != nil {
 		tb.Fatalf("srqtest: read the task: %v", err)
 	}
@@ -115,7 +125,7 @@ func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts,
 	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
 		tb.Fatalf("srqtest: ran %d tasks: %v", n, err)
 	}
-	ti, err := q.Engine().Task(ctx, res.ID)
+	ti, err := eng.Task(ctx, res.ID)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		out.Acked, out.Attempts = true, attempt
@@ -130,7 +140,7 @@ func Process[T any](tb testing.TB, h srq.Handler[T], v T, opts *srq.PublishOpts,
 	case engine.StatePending:
 		out.Retried, out.RetryAt = true, ti.AvailableAt
 		if ti.Partition.IsOrdered() {
-			if b, err := c.HGet(ctx, q.Engine().Keys().Meta(ti.Partition), "b").Result(); err == nil {
+			if b, err := c.HGet(ctx, eng.Keys().Meta(ti.Partition), "b").Result(); err == nil {
 				if ms, err := strconv.ParseInt(b, 10, 64); err == nil && time.UnixMilli(ms).After(out.RetryAt) {
 					out.RetryAt = time.UnixMilli(ms)
 				}

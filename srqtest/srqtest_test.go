@@ -3,6 +3,7 @@ package srqtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -70,13 +71,17 @@ func TestProcessOutcomes(t *testing.T) {
 			}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return tc.err })
-			o := srqtest.Process[int](t, h, 7, tc.opts, srq.QueueConfig{},
-				srq.WorkerConfig{Logger: quiet, Retry: func(int, error) time.Duration { return time.Hour }})
-			tc.check(t, o)
-		})
+		// Every case on a queue of one shard and on one of 4, whose partitions live in other
+		// shards than the first.
+		for _, shards := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%s/shards-%d", tc.name, shards), func(t *testing.T) {
+				t.Parallel()
+				h := srq.HandlerFunc[int](func(context.Context, *srq.Task[int]) error { return tc.err })
+				o := srqtest.Process[int](t, h, 7, tc.opts, srq.QueueConfig{Shards: shards},
+					srq.WorkerConfig{Logger: quiet, Retry: func(int, error) time.Duration { return time.Hour }})
+				tc.check(t, o)
+			})
+		}
 	}
 }
 
