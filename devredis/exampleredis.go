@@ -79,9 +79,11 @@ func redactedCause(raw string, err error) string {
 	msg = strings.ReplaceAll(msg, secret, redacted)
 	if _, pass, ok := strings.Cut(secret, ":"); ok && pass != "" {
 		msg = strings.ReplaceAll(msg, pass, redacted)
-		// A piece of the password quoted in the cause (an invalid escape or port) goes too.
+		// A piece of the password quoted in the cause (an invalid escape or port) goes too, also
+		// with the separator the parser cut it at (":s3cr3t" as the port of "u:s3cr3t/x@h").
 		for _, q := range strings.Split(msg, `"`)[1:] {
-			if q != "" && q != redacted && strings.Contains(pass, q) {
+			piece := strings.Trim(q, ":@/?#")
+			if piece != "" && q != redacted && (strings.Contains(secret, piece) || strings.Contains(piece, pass)) {
 				msg = strings.ReplaceAll(msg, `"`+q+`"`, `"`+redacted+`"`)
 			}
 		}

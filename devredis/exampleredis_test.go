@@ -42,6 +42,12 @@ func TestParseURL(t *testing.T) {
 		"redis://alice:s3cret@localhost:port/0",  // an invalid port
 		"http://alice:s3cret@localhost:6379",     // another scheme
 		"redis://alice:s3cret@localhost:6379/db", // not a db number
+		// A password with a character the URL's syntax takes for a separator: the parser cuts the
+		// host at it, and quotes a piece of the password as the port.
+		"redis://alice:s3cr3tpw/x@localhost:1",
+		"redis://alice:s3cr3t#frag@localhost:1",
+		"redis://alice:s3cr3t?x@localhost:1",
+		"alice:s3cr3tpw/x@localhost:1", // the same without a scheme
 	} {
 		_, err := devredis.ParseURL(bad)
 		if err == nil {
