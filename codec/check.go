@@ -24,15 +24,16 @@ type TypeChecker interface {
 // of them exported (or all tagged `msgpack:"-"`), and no encoding of its own (msgpack.CustomEncoder,
 // msgpack.Marshaler, encoding.BinaryMarshaler or encoding.TextMarshaler). Its values would reach the
 // handler as zero values. A struct with no fields at all, such as struct{}, loses nothing and is
-// accepted, as is every type that is not a struct or a pointer to one. A type registered with
-// msgpack.RegisterExt is refused all the same: give it a codec of your own.
+// accepted, as is every type that is not a struct or a pointer (to a pointer …) to one. A type
+// encoded only through msgpack.RegisterExtEncoder and RegisterExtDecoder, with none of those
+// methods, is refused all the same: give it a codec of your own.
 func (MsgPack) CheckType(t reflect.Type) error { return checkType("msgpack", "msgpack", t) }
 
 // CheckType refuses a struct type that encoding/json would encode as {}: one with fields, none of
 // them exported (or all tagged `json:"-"`), and no encoding of its own (json.Marshaler or
 // encoding.TextMarshaler). Its values would reach the handler as zero values. A struct with no
 // fields at all, such as struct{}, loses nothing and is accepted, as is every type that is not a
-// struct or a pointer to one.
+// struct or a pointer (to a pointer …) to one.
 func (JSON) CheckType(t reflect.Type) error { return checkType("json", "json", t) }
 
 var (

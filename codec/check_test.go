@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	mp "github.com/vmihailenco/msgpack/v5"
+
 	"github.com/srqueue/srq/codec"
 )
 
@@ -36,7 +38,22 @@ type (
 	withNamed struct{ named } // unexported embedded non-struct: json drops it, msgpack keeps it
 	selfJSON  struct{ v int }
 	selfText  struct{ v int }
+	extOnly   struct{ v int } // encoded by msgpack.RegisterExtEncoder alone
 )
+
+func init() {
+	mp.RegisterExtEncoder(71, extOnly{}, func(_ *mp.Encoder, v reflect.Value) ([]byte, error) {
+		return []byte{byte(v.Interface().(extOnly).v)}, nil
+	})
+	mp.RegisterExtDecoder(71, extOnly{}, func(d *mp.Decoder, v reflect.Value, n int) error {
+		b := make([]byte, n)
+		if err := d.ReadFull(b); err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(extOnly{int(b[0])}))
+		return nil
+	})
+}
 
 func (s selfJSON) MarshalJSON() ([]byte, error)  { return json.Marshal(s.v) }
 func (s *selfText) MarshalText() ([]byte, error) { return []byte("x"), nil }
@@ -52,6 +69,8 @@ func TestCheckType(t *testing.T) {
 	}{
 		{secret{}, []codec.Codec{msgpack, js}},
 		{&secret{}, []codec.Codec{msgpack, js}},
+		{(**secret)(nil), []codec.Codec{msgpack, js}},
+		{extOnly{}, []codec.Codec{msgpack, js}},
 		{allDashed{}, []codec.Codec{msgpack, js}},
 		{jsonDashed{}, []codec.Codec{js}},
 		{withSecret{}, []codec.Codec{msgpack, js}},
@@ -82,7 +101,7 @@ func TestCheckType(t *testing.T) {
 				continue
 			}
 			if err != nil && (!strings.Contains(err.Error(), c.Name()) || !strings.Contains(err.Error(), "no exported fields") ||
-				!strings.Contains(err.Error(), strings.TrimPrefix(typ.String(), "*"))) {
+				!strings.Contains(err.Error(), strings.TrimLeft(typ.String(), "*"))) {
 				t.Errorf("%s.CheckType(%v): %q does not name the codec, the type and why", c.Name(), typ, err)
 			}
 		}

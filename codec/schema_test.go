@@ -2,6 +2,7 @@ package codec_test
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/srqueue/srq/codec"
@@ -81,5 +82,34 @@ func TestSchemaChanges(t *testing.T) {
 	var removed payRemoved
 	if err := (codec.JSON{DisallowUnknownFields: true}).Unmarshal(old, &removed); !errors.Is(err, codec.ErrDecode) {
 		t.Errorf("JSON with DisallowUnknownFields, a field removed: %v; want ErrDecode", err)
+	}
+}
+
+// A number narrowed: MsgPack converts a value out of the new range as Go does, without an error;
+// JSON refuses it (getting-started.md's table, MsgPack.Unmarshal).
+func TestSchemaNarrowedNumber(t *testing.T) {
+	t.Parallel()
+	type big struct{ N int64 }
+	type small struct{ N int8 }
+	type unsigned struct{ N uint }
+	for _, tc := range []struct {
+		from int64
+		into any
+		want any
+	}{
+		{300, &small{}, &small{N: 44}},
+		{-1, &unsigned{}, &unsigned{N: ^uint(0)}},
+	} {
+		b, err := codec.MsgPack{}.Marshal(big{N: tc.from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (codec.MsgPack{}).Unmarshal(b, tc.into); err != nil || !reflect.DeepEqual(tc.into, tc.want) {
+			t.Errorf("msgpack, %d narrowed: %+v, %v; want %+v wrapped, no error", tc.from, tc.into, err, tc.want)
+		}
+		j, _ := codec.JSON{}.Marshal(big{N: tc.from})
+		if err := (codec.JSON{}).Unmarshal(j, tc.into); !errors.Is(err, codec.ErrDecode) {
+			t.Errorf("json, %d narrowed: %v; want ErrDecode", tc.from, err)
+		}
 	}
 }
