@@ -1586,3 +1586,78 @@ func TestWorkflowChildOutcomeGone(t *testing.T) {
 		t.Fatal("the parent did not run again")
 	}
 }
+
+// A signal sent once a wait's time has run out, before any worker took the task again, comes too
+// late for that wait: the next run reads ErrSignalTimeout, and the signal is kept for its next
+// wait (workflows.md), in an unordered and in an ordered partition.
+func TestSignalAfterTheTimeoutBeforeTheNextRun(t *testing.T) {
+	t.Parallel()
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprint("ordered-", ordered), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			q, _ := newQueue[string](t, srq.QueueConfig{})
+			type run struct {
+				value string
+				err   error
+			}
+			var runs []run
+			w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+				st, _, err := srq.State[int](ctx, t.Delivery)
+				if err != nil {
+					return err
+				}
+				if st > 0 {
+					var r run
+					r.value, r.err = srq.SignalValue[string](ctx, t.Delivery, "go")
+					runs = append(runs, r)
+				}
+				if st == 2 {
+					return nil
+				}
+				if err := t.SetState(st + 1); err != nil {
+					return err
+				}
+				if st == 0 {
+					return srq.WaitSignal("go", 100*time.Millisecond)
+				}
+				return srq.WaitSignal("go", 0) // the kept signal ends it at once
+			}), srq.WorkerConfig{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Publish(ctx, "x", &srq.PublishOpts{ID: "x", Partition: "p", Ordered: ordered}); err != nil {
+				t.Fatal(err)
+			}
+			c := redistest.Client(t)
+			if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+				t.Fatalf("run 1: %d, %v", n, err)
+			}
+			waited, err := c.Time(ctx).Result() // the wait of 100 ms began before this
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the wait's time to run out", func() bool {
+				now, err := c.Time(ctx).Result()
+				return err == nil && now.After(waited.Add(150*time.Millisecond))
+			})
+			if taken, err := q.Signal(ctx, "x", "go", "late"); err != nil || !taken {
+				t.Fatalf("Signal: %v, %v", taken, err)
+			}
+			for range 2 {
+				if _, err := w.RunOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []run{{"", srq.ErrSignalTimeout}, {"late", nil}}
+			if len(runs) != 2 {
+				t.Fatalf("runs after the first: %+v, want 2", runs)
+			}
+			for i := range want {
+				if runs[i].value != want[i].value || !errors.Is(runs[i].err, want[i].err) {
+					t.Errorf("run %d: %q, %v; want %q, %v", i+2, runs[i].value, runs[i].err, want[i].value, want[i].err)
+				}
+			}
+		})
+	}
+}

@@ -1,7 +1,7 @@
 -- signal.lua: sends a signal to a task (includes/flow.lua). A task that waits for a signal of
--- that name (W), parked or pending until its wait's time, resumes now with it; any other keeps it
--- (sg:<id>) until it waits for it, which then ends at once, or until it ends. One signal of a name
--- is kept at a time.
+-- that name (W), parked or pending until its wait's time (which has not come), resumes now with
+-- it; any other keeps it (sg:<id>) until it waits for it, which then ends at once, or until it
+-- ends. One signal of a name is kept at a time.
 --
 -- KEYS: the common keys (includes/common.lua).
 -- ARGV[1]  key base
@@ -19,11 +19,24 @@
 local now = now_ms()
 local id, name, value = ARGV[2], ARGV[3], ARGV[4]
 local kt = k_task(id)
-local f = redis.call('HMGET', kt, 'p', 'S', 'W', 'r', 's')
+local f = redis.call('HMGET', kt, 'p', 'S', 'W', 'r', 's', 't')
 local res
+-- Whether the task waits for this signal: parked for it, or pending until its wait's time, which
+-- has not come (once it has, the wait ran out: its next run reads ErrSignalTimeout, and the signal
+-- is kept for a later wait, as for a task that runs). An ordered task's wait time is its
+-- partition's block (reject.lua's back), an unordered one's its available-at.
+local waits = f[1] and f[3] == 's' .. name and f[2] ~= 'd' and redis.call('HEXISTS', K_LEASES, id) == 0
+if waits and f[2] ~= 'w' then
+  if is_ordered(f[1]) then
+    local _, _, blocked = meta(f[1])
+    waits = blocked and blocked > now
+  else
+    waits = f[6] and tonumber(f[6]) > now
+  end
+end
 if not f[1] then
   res = NOTFOUND
-elseif f[3] == 's' .. name and f[2] ~= 'd' and redis.call('HEXISTS', K_LEASES, id) == 0 then
+elseif waits then
   -- It waits for this signal: it resumes now, with it, and waits no more (W becomes L, the last
   -- wait): a signal of the name sent from now on is kept for its next wait.
   redis.call('HSET', kt, 'G', name .. '\0' .. value, 'L', f[3])
