@@ -346,8 +346,9 @@ func childResults[R any](ctx context.Context, d *Delivery, cs []engine.Child) ([
 // Progress encodes v with the queue's codec and records it as the task's progress: kept with the
 // task (ProgressOf, the srq command's task view, the dashboard's task page) and written to the
 // queue's event stream (EventProgress, when the queue keeps events). It fails with ErrStaleToken
-// when the delivery's lease is no longer held, with the codec's error, with ErrInvalid on a
-// Delivery a Worker did not make, and with the context's or Redis's error.
+// when the delivery's lease is no longer held, with ErrNotFound once the task has ended (it is
+// gone, as for an ack), with the codec's error, with ErrInvalid on a Delivery a Worker did not
+// make, and with the context's or Redis's error.
 func (d *Delivery) Progress(ctx context.Context, v any) error {
 	if d == nil || d.eng == nil || d.codec == nil {
 		return fmt.Errorf("%w: a Delivery not made by a Worker has no task to report on", ErrInvalid)

@@ -1661,3 +1661,38 @@ func TestSignalAfterTheTimeoutBeforeTheNextRun(t *testing.T) {
 		})
 	}
 }
+
+// Progress on a delivery whose task has ended (acked: gone) fails with ErrNotFound; while the task
+// lives on under another delivery, with ErrStaleToken (Delivery.Progress, errors.md).
+func TestProgressOfAnEndedDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	var first, second *srq.Delivery
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(ctx context.Context, t *srq.Task[string]) error {
+		if first == nil {
+			first = t.Delivery
+			return srq.Snooze(0) // back at once, no attempt used: the next run is another delivery
+		}
+		second = t.Delivery
+		return nil
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Publish(ctx, "x", &srq.PublishOpts{ID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	if err := first.Progress(ctx, 1); !errors.Is(err, srq.ErrStaleToken) {
+		t.Errorf("Progress of a delivery whose lease ended, the task pending: %v, want ErrStaleToken", err)
+	}
+	if n, err := w.RunOnce(ctx); err != nil || n != 1 || second == nil {
+		t.Fatal(n, err)
+	}
+	if err := second.Progress(ctx, 2); !errors.Is(err, srq.ErrNotFound) {
+		t.Errorf("Progress of an acked task's delivery: %v, want ErrNotFound", err)
+	}
+}
