@@ -279,4 +279,12 @@ func TestPromiseAPIErrors(t *testing.T) {
 			t.Errorf("an unknown API path or method: %d %q, want the HTML 404", r.status, r.header.Get("Content-Type"))
 		}
 	}
+	// HEAD is answered as GET is, without the body.
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodHead, b.base+"api/stats?q=nosuch", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.do(req); r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") || r.body != "" {
+		t.Errorf("HEAD api/stats of an unknown queue: %d %q %q, want GET's 404 without a body", r.status, r.header.Get("Content-Type"), r.body)
+	}
 }
