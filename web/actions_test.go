@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/srqueue/srq/engine"
+	"github.com/srqueue/srq/inspect"
 )
 
 func TestRequeueAndPurge(t *testing.T) {
@@ -321,5 +322,8 @@ func TestConfigChecks(t *testing.T) {
 	cfg, err := Config{RefreshInterval: time.Millisecond}.withDefaults()
 	if err != nil || cfg.RefreshInterval != minRefreshInterval || cfg.PageSize != DefaultPageSize || cfg.TokenTTL != DefaultTokenTTL {
 		t.Errorf("defaults: %+v %v", cfg, err)
+	}
+	if cfg, err := (Config{PageSize: 1000}).withDefaults(); err != nil || cfg.PageSize != inspect.MaxLimit {
+		t.Errorf("PageSize 1000: %d, %v; want it lowered to %d", cfg.PageSize, err, inspect.MaxLimit)
 	}
 }
