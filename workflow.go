@@ -139,7 +139,7 @@ func Sleep(d time.Duration) error {
 }
 
 // WaitSignal returns the error with which a handler waits, holding no lease and no slot, for the
-// signal name (Queue.Signal), for at most timeout (0: no limit); the task then runs again and
+// signal name (Queue.Signal), for at most timeout (0 or negative: no limit); the task then runs again and
 // reads it with SignalValue, which reports ErrSignalTimeout when the time ran out first. A signal
 // sent before the wait is kept, and ends the wait at once. The name must be 1 to 128 bytes of
 // UTF-8 without NUL: another fails the task's settling with ErrInvalid, and the task comes back

@@ -1696,3 +1696,29 @@ func TestProgressOfAnEndedDelivery(t *testing.T) {
 		t.Errorf("Progress of an acked task's delivery: %v, want ErrNotFound", err)
 	}
 }
+
+// WaitSignal with a negative timeout waits without limit, as with 0: the task is parked (waiting,
+// no available-at), not pending until a time (workflows.md).
+func TestWaitSignalNegativeTimeoutWaitsWithoutLimit(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, _ := newQueue[string](t, srq.QueueConfig{})
+	w, err := srq.NewWorker(q, srq.HandlerFunc[string](func(context.Context, *srq.Task[string]) error {
+		return srq.WaitSignal("go", -time.Second)
+	}), srq.WorkerConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Publish(ctx, "x", &srq.PublishOpts{ID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	if ti, err := q.Engine().Task(ctx, "x"); err != nil || ti.State != "waiting" {
+		t.Fatalf("after a wait with a negative timeout: %+v, %v; want it waiting", ti, err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Waiting != 1 || st.Pending != 0 {
+		t.Fatalf("stats: %+v, %v; want 1 waiting, none pending", st, err)
+	}
+}
