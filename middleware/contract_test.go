@@ -524,3 +524,65 @@ func TestContractFailedPublishCounted(t *testing.T) {
 		t.Errorf("%d send spans with status Error, want 2", errorSpans)
 	}
 }
+
+// TestContractCancelledWhileRunning: a task that Queue.Cancel cancels while its handler runs, and
+// whose handler then returns its context's error, ends cancelled: its span and duration point
+// have srq.outcome cancelled, no error.type and no Error status; Logging writes "task cancelled"
+// at Info; the queue counts it cancelled, and nothing of it is pending.
+func TestContractCancelledWhileRunning(t *testing.T) {
+	t.Parallel()
+	k := newContractKit(t)
+	q := k.queue(t, k.client, redistest.Queue(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := q.Publish(ctx, "long", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	h := srq.HandlerFunc[string](func(ctx context.Context, _ *srq.Task[string]) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Logger: quiet, Lease: 300 * time.Millisecond,
+		Middleware: k.recommendedChain(t, q, logger, time.Minute, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the handler did not start")
+	}
+	if err := q.Cancel(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	s := k.processSpans(t, 1)[0]
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	a := spanAttrs(s)
+	if out := attrString(a, "srq.outcome"); out != "cancelled" {
+		t.Errorf("span outcome %q, want cancelled", out)
+	}
+	if e, ok := a.Value("error.type"); ok || s.Status().Code == codes.Error {
+		t.Errorf("cancelled span: error.type %q, status %v", e.Emit(), s.Status())
+	}
+	if points := k.durations(t); !maps.Equal(points, map[string]uint64{"cancelled": 1}) {
+		t.Errorf("%s points %v, want cancelled once", middleware.MetricProcessDuration, points)
+	}
+	lines := logLines(logs.String(), res.ID)
+	if len(lines) != 1 || !strings.Contains(lines[0], `level=INFO msg="task cancelled"`) {
+		t.Errorf("log lines %q", lines)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Cancelled != 1 || st.Pending != 0 {
+		t.Errorf("stats %+v, %v; want 1 cancelled, none pending", st, err)
+	}
+}

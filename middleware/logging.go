@@ -11,7 +11,8 @@ import (
 
 // Logging logs one line per delivery with log/slog, by what becomes of the task: at Debug when it
 // succeeded or waits (srq.WaitChildren, WaitSignal, Sleep); at Info when it goes back to run again (rejected, snoozed, retried, or handed back at
-// shutdown or after a lost lease); at Warn when it goes to the dead letters, for a permanent error
+// shutdown or after a lost lease) and when Queue.Cancel cancelled it while it ran; at Warn when it
+// goes to the dead letters, for a permanent error
 // or because the delivery was its last attempt. The line carries the queue, task id, partition,
 // attempt, duration, error and, for a rejection that runs again, the delay (retry_in). A nil
 // logger means slog.Default(), looked up for every delivery so that a later slog.SetDefault
@@ -39,6 +40,8 @@ func Logging(logger *slog.Logger) srq.Middleware {
 				}
 			case "handed_back":
 				msg = "task handed back"
+			case "cancelled":
+				msg = "task cancelled"
 			case "wait":
 				level, msg = slog.LevelDebug, "task waiting"
 			default: // retry or snooze

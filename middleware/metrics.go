@@ -24,7 +24,7 @@ const (
 	MetricConsumed = "messaging.client.consumed.messages"
 	// MetricProcessDuration is a histogram, in seconds, of the time in the handler (and the
 	// middleware inside Metrics) per delivery, with srq.outcome (done, retry, snooze, wait, dead,
-	// handed_back) and, for a failed delivery (retry or dead), error.type.
+	// handed_back, cancelled) and, for a failed delivery (retry or dead), error.type.
 	MetricProcessDuration = "messaging.process.duration"
 	// MetricLag is a histogram, in seconds, of handler start minus the time the task became
 	// available: how long ready work waited.

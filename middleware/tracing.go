@@ -51,7 +51,7 @@ func TracingPublish(cfg OTelConfig) srq.PublishMiddleware {
 // Tracing starts a consumer span for every delivery ("process <queue>"), as a child of the
 // producer span whose context the task's headers carry (a flow step's: the step's span of
 // TracingFlow). The span has the queue, partition, task id and attempt, a flow step's flow id and
-// step name, and the outcome (done, retry, snooze, wait, dead, handed_back); failures are recorded (a
+// step name, and the outcome (done, retry, snooze, wait, dead, handed_back, cancelled); failures are recorded (a
 // panic with its stack) and set the span's status and error.type. Tracing does not fail: it
 // returns the handler's error unchanged.
 func Tracing(cfg OTelConfig) srq.Middleware {
@@ -93,8 +93,9 @@ func Tracing(cfg OTelConfig) srq.Middleware {
 }
 
 // outcome names what the worker will do with a task after err: done, retry, snooze, wait (a
-// workflow's wait for its children, a signal or a time), dead, or handed_back (cut off by shutdown
-// or a lost lease: not a failure of the task).
+// workflow's wait for its children, a signal or a time), dead, handed_back (cut off by shutdown
+// or a lost lease: not a failure of the task), or cancelled (Queue.Cancel while it ran: it ends
+// cancelled, not run again, whatever its error; nil acks it).
 func outcome(ctx context.Context, d *srq.Delivery, err error) string {
 	var rej *srq.RejectError
 	var perm *srq.PermanentError
@@ -107,6 +108,8 @@ func outcome(ctx context.Context, d *srq.Delivery, err error) string {
 		return "dead"
 	case errors.As(err, &wait):
 		return "wait"
+	case errors.Is(cause, srq.ErrCancelled):
+		return "cancelled"
 	case errors.Is(cause, srq.ErrShutdown) || errors.Is(cause, srq.ErrLeaseLost):
 		return "handed_back"
 	case errors.As(err, &rej) && rej.NotAttempt:
