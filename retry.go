@@ -11,9 +11,9 @@ import (
 type RetryPolicy func(attempt int, err error) time.Duration
 
 // ExponentialBackoff returns a policy that waits base, 2×base, 4×base, … up to limit, each wait
-// spread by ±20% jitter so failed tasks do not return in lockstep. The limit wins: with a limit
-// below base every wait is the limit, and with a limit of 0 (or a negative base) every retry is at
-// once.
+// spread by ±20% jitter so failed tasks do not return in lockstep (a wait at the limit too: it
+// lies within ±20% of it). The limit wins over base: with a limit below base every wait is the
+// limit ±20%, and with a limit of 0 (or a negative base) every retry is at once.
 func ExponentialBackoff(base, limit time.Duration) RetryPolicy {
 	limit = max(limit, 0)
 	base = min(max(base, 0), limit)
