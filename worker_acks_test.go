@@ -452,3 +452,57 @@ func TestFailedKillHandsBackTheRest(t *testing.T) {
 		t.Errorf("ran %v, want poison, then next", order)
 	}
 }
+
+// TestLostLeaseHandsTheTaskBack: a handler cut off because its lease's extensions failed (cause
+// ErrLeaseLost), whose task no recoverer took back meanwhile, returns its task as at shutdown:
+// handed back, no attempt used, so a task of one attempt runs again rather than going to the
+// dead letters (worker.md; the middleware reports it handed_back).
+func TestLostLeaseHandsTheTaskBack(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	q, c := newQueue[int](t, srq.QueueConfig{})
+	c.AddHook(newFailScripts(t, 1_000_000, "extend")) // every extension fails
+	const id = "cut-off"
+	if _, err := q.Publish(ctx, 1, &srq.PublishOpts{ID: id, MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var attempts []int
+	var causes []error
+	w, err := srq.NewWorker(q, srq.HandlerFunc[int](func(ctx context.Context, t *srq.Task[int]) error {
+		mu.Lock()
+		attempts = append(attempts, t.Attempt)
+		first := len(attempts) == 1
+		mu.Unlock()
+		if !first {
+			return nil
+		}
+		<-ctx.Done()
+		mu.Lock()
+		causes = append(causes, context.Cause(ctx))
+		mu.Unlock()
+		return errors.New("cut off")
+	}), srq.WorkerConfig{Lease: 300 * time.Millisecond, RecoverInterval: time.Hour, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, "the task to be acked or dead", func() bool {
+		ti, err := q.Engine().Task(ctx, id)
+		return errors.Is(err, srq.ErrNotFound) || err == nil && ti.State == engine.StateDead
+	})
+	stop()
+	st, err := q.Engine().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(causes) != 1 || !errors.Is(causes[0], srq.ErrLeaseLost) {
+		t.Fatalf("the first run's context ended with %v, want ErrLeaseLost", causes)
+	}
+	if st.DeadLettered != 0 || st.Acked != 1 || st.HandedBack != 1 || !slices.Equal(attempts, []int{1, 1}) {
+		t.Errorf("dead-lettered %d, acked %d, handed back %d, attempts %v; want 0, 1, 1 and [1 1]",
+			st.DeadLettered, st.Acked, st.HandedBack, attempts)
+	}
+}

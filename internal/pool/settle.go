@@ -276,10 +276,12 @@ func (p *runner) settle(j *job, err error) afterSettle {
 		return p.settleCancelled(j)
 	}
 	v := p.cfg.Classify(err)
-	if errors.Is(context.Cause(j.ctx), p.cfg.Shutdown) && v.Kind != Permanent {
-		// Cut off by shutdown: whatever the handler made of its cancelled context, the task did
-		// not fail. It goes back without using an attempt. (middleware.Retry passes a cut-off
-		// handler's error through, so it does not turn it into a Permanent here.)
+	if cause := context.Cause(j.ctx); (errors.Is(cause, p.cfg.Shutdown) || errors.Is(cause, p.cfg.LeaseLost)) && v.Kind != Permanent {
+		// Cut off by shutdown, or by its lease's loss (its extensions failed): whatever the
+		// handler made of its cancelled context, the task did not fail. It goes back without
+		// using an attempt, as the middleware reports it (handed_back); a lease that another
+		// worker took meanwhile refuses the hand-back as stale. (middleware.Retry passes a
+		// cut-off handler's error through, so it does not turn it into a Permanent here.)
 		p.handBack([]*job{j})
 		return dropRest
 	}
