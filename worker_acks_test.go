@@ -337,10 +337,7 @@ func TestFailedAckIsSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runWorker(t, w)
-	waitFor(t, "the task to be acked or dead", func() bool {
-		ti, err := q.Engine().Task(ctx, id)
-		return errors.Is(err, srq.ErrNotFound) || err == nil && ti.State == engine.StateDead
-	})
+	waitAckedOrDead(t, q, id)
 	stop()
 	if ti, err := q.Engine().Task(ctx, id); err == nil {
 		t.Fatalf("the task is %s (attempts %d, last error %q), want acked", ti.State, ti.Attempts, ti.LastError)
@@ -487,10 +484,7 @@ func TestLostLeaseHandsTheTaskBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runWorker(t, w)
-	waitFor(t, "the task to be acked or dead", func() bool {
-		ti, err := q.Engine().Task(ctx, id)
-		return errors.Is(err, srq.ErrNotFound) || err == nil && ti.State == engine.StateDead
-	})
+	waitAckedOrDead(t, q, id)
 	stop()
 	st, err := q.Engine().Stats(ctx)
 	if err != nil {
@@ -505,4 +499,13 @@ func TestLostLeaseHandsTheTaskBack(t *testing.T) {
 		t.Errorf("dead-lettered %d, acked %d, handed back %d, attempts %v; want 0, 1, 1 and [1 1]",
 			st.DeadLettered, st.Acked, st.HandedBack, attempts)
 	}
+}
+
+// waitAckedOrDead waits until task id of q is acked (gone) or a dead letter.
+func waitAckedOrDead(t *testing.T, q *srq.Queue[int], id string) {
+	t.Helper()
+	waitFor(t, "the task to be acked or dead", func() bool {
+		ti, err := q.Engine().Task(testCtx(t), id)
+		return errors.Is(err, srq.ErrNotFound) || err == nil && ti.State == engine.StateDead
+	})
 }

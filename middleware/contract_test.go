@@ -352,35 +352,8 @@ func TestContractHandedBackAtShutdown(t *testing.T) {
 	t.Parallel()
 	k := newContractKit(t)
 	q := k.queue(t, k.client, redistest.Queue(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := q.Publish(ctx, "long", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	h := srq.HandlerFunc[string](func(ctx context.Context, _ *srq.Task[string]) error {
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Logger: quiet, ShutdownTimeout: 20 * time.Millisecond,
-		Middleware: k.recommendedChain(t, q, logger, time.Minute, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the handler did not start")
-	}
-	stop()
-	if err := <-done; err != nil {
+	long := k.startLongTask(t, q, srq.WorkerConfig{ShutdownTimeout: 20 * time.Millisecond})
+	if err := long.stop(); err != nil {
 		t.Fatal(err)
 	}
 	s := k.processSpans(t, 1)[0]
@@ -394,17 +367,59 @@ func TestContractHandedBackAtShutdown(t *testing.T) {
 	if points := k.durations(t); !maps.Equal(points, map[string]uint64{"handed_back": 1}) {
 		t.Errorf("%s points %v, want handed_back once", middleware.MetricProcessDuration, points)
 	}
-	lines := logLines(logs.String(), res.ID)
+	lines := logLines(long.logs.String(), long.id)
 	if len(lines) != 1 || !strings.Contains(lines[0], `level=INFO msg="task handed back"`) || strings.Contains(lines[0], "retry_in") {
 		t.Errorf("log lines %q", lines)
 	}
-	st, err := q.Engine().Stats(ctx)
+	st, err := q.Engine().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.HandedBack != 1 || st.Rejected != 0 {
 		t.Errorf("queue counters: handed back %d, rejected %d; want 1, 0", st.HandedBack, st.Rejected)
 	}
+}
+
+// longTask is a task whose handler runs until its context ends, then returns the context's error,
+// under a worker with the recommended chain: what startLongTask returns once the handler started.
+type longTask struct {
+	id   string
+	logs *bytes.Buffer
+	stop func() error // ends the worker's Run and returns its error
+}
+
+// startLongTask publishes a task to q and runs a worker of cfg (its Logger and Middleware set
+// here) until the task's handler has started.
+func (k *contractKit) startLongTask(t *testing.T, q *srq.Queue[string], cfg srq.WorkerConfig) longTask {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	res, err := q.Publish(ctx, "long", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	h := srq.HandlerFunc[string](func(ctx context.Context, _ *srq.Task[string]) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	logs := &bytes.Buffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger, cfg.Middleware = quiet, k.recommendedChain(t, q, logger, time.Minute, nil)
+	w, err := srq.NewWorker(q, h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the handler did not start")
+	}
+	return longTask{id: res.ID, logs: logs, stop: func() error { stop(); return <-done }}
 }
 
 // TestContractTracingPublishKeepsCallersHeaders: TracingPublish injects the trace context into a
@@ -533,39 +548,13 @@ func TestContractCancelledWhileRunning(t *testing.T) {
 	t.Parallel()
 	k := newContractKit(t)
 	q := k.queue(t, k.client, redistest.Queue(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := q.Publish(ctx, "long", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	h := srq.HandlerFunc[string](func(ctx context.Context, _ *srq.Task[string]) error {
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Logger: quiet, Lease: 300 * time.Millisecond,
-		Middleware: k.recommendedChain(t, q, logger, time.Minute, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the handler did not start")
-	}
-	if err := q.Cancel(ctx, res.ID); err != nil {
+	long := k.startLongTask(t, q, srq.WorkerConfig{Lease: 300 * time.Millisecond})
+	ctx := context.Background()
+	if err := q.Cancel(ctx, long.id); err != nil {
 		t.Fatal(err)
 	}
 	s := k.processSpans(t, 1)[0]
-	stop()
-	if err := <-done; err != nil {
+	if err := long.stop(); err != nil {
 		t.Fatal(err)
 	}
 	a := spanAttrs(s)
@@ -578,7 +567,7 @@ func TestContractCancelledWhileRunning(t *testing.T) {
 	if points := k.durations(t); !maps.Equal(points, map[string]uint64{"cancelled": 1}) {
 		t.Errorf("%s points %v, want cancelled once", middleware.MetricProcessDuration, points)
 	}
-	lines := logLines(logs.String(), res.ID)
+	lines := logLines(long.logs.String(), long.id)
 	if len(lines) != 1 || !strings.Contains(lines[0], `level=INFO msg="task cancelled"`) {
 		t.Errorf("log lines %q", lines)
 	}
