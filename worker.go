@@ -304,7 +304,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.pool.Run(ctx)
 }
 
-// RunOnce runs the tasks that are ready now, at most Concurrency+Prefetch of them, with up to
+// RunOnce runs the tasks that are ready now, at most Concurrency+Prefetch of them (the adaptive
+// default Prefetch counts as Concurrency, where it starts: at most 2 × Concurrency), with up to
 // Concurrency handlers at once, settles them and returns how many it fetched (when ctx ends, the
 // tasks not yet run are handed back unrun). It does not wait for
 // work and runs no recovery; leases are extended while handlers run. It suits tests, and jobs run
