@@ -180,10 +180,7 @@ func (h commitBefore) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // commit.
 func TestFlowLostClaimReplyIsNoDuplicate(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartReal(t, "a script on the server's own thread keeps every client waiting")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	admin := srv.Client(t)
+	srv, ctx, admin := blockableServer(t)
 	opt := srv.Options()
 	opt.ReadTimeout, opt.MaxRetries = 100*time.Millisecond, -1
 	short := redis.NewClient(opt)

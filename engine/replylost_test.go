@@ -41,6 +41,16 @@ func blockRedis(ctx context.Context, t *testing.T, admin, probe *redis.Client, d
 	return done
 }
 
+// blockableServer starts a redis-server of the test's own, which blockRedis may keep busy, and
+// returns it, a context for the test (a minute) and an admin client.
+func blockableServer(t *testing.T) (*redistest.Server, context.Context, *redis.Client) {
+	t.Helper()
+	srv := redistest.StartReal(t, "a script on the server's own thread keeps every client waiting")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return srv, ctx, srv.Client(t)
+}
+
 // probeClient returns a client of srv that gives up on a reply after 20 ms and never sends a
 // command again: blockRedis's probe of whether the server is busy.
 func probeClient(t *testing.T, srv *redistest.Server) *redis.Client {
@@ -78,10 +88,7 @@ func warm(ctx context.Context, t *testing.T, c *redis.Client, n int) {
 // come 1 ms apart, so the last of them is sent while the server is still busy and answered.
 func TestLostReplyIsAnError(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartReal(t, "a script on the server's own thread keeps every client waiting")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	admin := srv.Client(t)
+	srv, ctx, admin := blockableServer(t)
 	opt := srv.Options()
 	opt.ReadTimeout = 100 * time.Millisecond
 	opt.MaxRetries = 20
@@ -291,10 +298,7 @@ func infoCount(info, name string) int {
 // reply, and the call returns its result (guarantees.md, Lost replies).
 func TestContextEndWhileTheReplyIsAwaited(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartReal(t, "a script on the server's own thread keeps every client waiting")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	admin := srv.Client(t)
+	srv, ctx, admin := blockableServer(t)
 	probe := probeClient(t, srv)
 	for _, cte := range []bool{true, false} {
 		opt := srv.Options()

@@ -257,14 +257,11 @@ func TestContractOutcomesWithRecommendedChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	stop := startWorker(ctx, w)
 
 	// timeout, timeout-last and panic once each; snooze and sleep twice (the second run done).
 	spans := k.processSpans(t, 7)
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -411,15 +408,13 @@ func (k *contractKit) startLongTask(t *testing.T, q *srq.Queue[string], cfg srq.
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	stop := startWorker(ctx, w)
 	select {
 	case <-started:
 	case <-ctx.Done():
 		t.Fatal("the handler did not start")
 	}
-	return longTask{id: res.ID, logs: logs, stop: func() error { stop(); return <-done }}
+	return longTask{id: res.ID, logs: logs, stop: stop}
 }
 
 // TestContractTracingPublishKeepsCallersHeaders: TracingPublish injects the trace context into a
@@ -574,4 +569,12 @@ func TestContractCancelledWhileRunning(t *testing.T) {
 	if st, err := q.Stats(ctx); err != nil || st.Cancelled != 1 || st.Pending != 0 {
 		t.Errorf("stats %+v, %v; want 1 cancelled, none pending", st, err)
 	}
+}
+
+// startWorker runs w until the returned stop is called, which ends Run and returns its error.
+func startWorker(ctx context.Context, w *srq.Worker) (stop func() error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	return func() error { cancel(); return <-done }
 }

@@ -61,12 +61,9 @@ func TestPromiseRateLimitUnaskedWaitsOneSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	stop := startWorker(ctx, w)
 	defer func() {
-		stop()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()

@@ -58,16 +58,13 @@ func TestRateLimitPerPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	stop := startWorker(ctx, w)
 	select {
 	case <-all:
 	case <-time.After(30 * time.Second):
 		t.Fatal("tasks did not all run")
 	}
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	var slow []run
