@@ -58,6 +58,10 @@ func TestHoldBySeveralDeadLetters(t *testing.T) {
 			if got := b.heldBy(p); got != "a" {
 				t.Fatalf("held by %q after both died, want a", got)
 			}
+			// b waits to hold it: m:<p> field hq, each id as its length, ':' and the id.
+			if hq, err := b.client.HGet(b.ctx, b.eng.Keys().Meta(p), "hq").Result(); err != nil || hq != "1:b" {
+				t.Fatalf("hq %q, %v; want 1:b", hq, err)
+			}
 			tt.release(b)
 			if got := b.heldBy(p); got != tt.heldBy {
 				t.Fatalf("held by %q after the first release, want %q", got, tt.heldBy)

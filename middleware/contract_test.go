@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
@@ -577,4 +578,54 @@ func startWorker(ctx context.Context, w *srq.Worker) (stop func() error) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
 	return func() error { cancel(); return <-done }
+}
+
+// TestContractUnstartedHandBacksNotRecorded: at shutdown the tasks a worker fetched and never
+// started go back without reaching the middleware, so Metrics records only the delivery whose
+// handler ran and was cut off (metrics.md), though the queue counts every hand-back.
+func TestContractUnstartedHandBacksNotRecorded(t *testing.T) {
+	t.Parallel()
+	k := newContractKit(t)
+	q := k.queue(t, k.client, redistest.Queue(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		if _, err := q.Publish(ctx, "v", &srq.PublishOpts{Partition: fmt.Sprint("p", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := make(chan struct{}, 3)
+	h := srq.HandlerFunc[string](func(ctx context.Context, _ *srq.Task[string]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w, err := srq.NewWorker(q, h, srq.WorkerConfig{Concurrency: 1, Prefetch: 2, ShutdownTimeout: 20 * time.Millisecond,
+		Logger: quiet, Middleware: k.recommendedChain(t, q, quiet, time.Minute, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startWorker(ctx, w)
+	<-started
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.InFlight == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks in flight, want 3 (one running, two prefetched)", st.InFlight)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.HandedBack != 3 {
+		t.Fatalf("handed back %d, %v; want 3", st.HandedBack, err)
+	}
+	if points := k.durations(t); !maps.Equal(points, map[string]uint64{"handed_back": 1}) {
+		t.Errorf("%s points %v, want handed_back once: the started task only", middleware.MetricProcessDuration, points)
+	}
 }
